@@ -1,0 +1,65 @@
+"""Build (or reuse) the one SparkSession of a process.
+
+The embedded default is ``local[*]``; ``spark-submit --master ...`` or explicit ``master``/``conf``
+arguments override it. Python workers must run this interpreter (not whatever ``python3`` is first
+on PATH), and the driver binds to loopback unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "kafka-controller-emulator"
+
+
+def _cores(master: str) -> int:
+    """Cores a local master uses, for sizing shuffles; a cluster master falls back to the host's."""
+    if master.startswith("local["):
+        inner = master[len("local[") : -1].split(",")[0]
+        if inner.isdigit():
+            return max(1, int(inner))
+    return os.cpu_count() or 2
+
+
+def get_spark(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = APP_NAME,
+) -> SparkSession:
+    """Return the active session or build one: quiet logs, UTC, shuffles sized to the cores.
+
+    ``master=None`` keeps whatever ``spark-submit`` configured, else the embedded ``local[*]``.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None and not conf:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the launcher already chose a master; only an explicit one overrides it.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    effective_master = master or (None if submitted else DEFAULT_MASTER)
+    if effective_master:
+        builder = builder.master(effective_master)
+    cores = _cores(effective_master or DEFAULT_MASTER)
+    defaults = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        "spark.default.parallelism": str(max(2, 2 * cores)),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": os.environ["SPARK_LOCAL_IP"],
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    for key, value in {**defaults, **dict(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

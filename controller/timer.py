@@ -1,0 +1,533 @@
+"""Kafka's hierarchical timing wheel over an injected virtual clock (spec §14).
+
+Structure:
+
+* ``TimingWheel(tick_ms, wheel_size, start_ms)`` has ``wheel_size`` buckets, each ``tick_ms`` wide,
+  and covers ``[current_time_ms, current_time_ms + interval_ms)`` with
+  ``interval_ms = tick_ms * wheel_size``; ``current_time_ms`` is rounded down to a tick. A task
+  beyond that range goes to the overflow wheel, created lazily with ``tick_ms`` = the interval of
+  the level below, so each level is ``wheel_size`` times coarser (defaults 1 ms x 20: 20 ms,
+  400 ms, 8 s, 160 s, ...).
+* A bucket (``TimerTaskList``) holds the tasks whose expirations fall in one tick of its wheel.
+  Its expiration is the start of that tick and is set once per revolution of the wheel; tasks are
+  kept in an insertion-ordered dict, so adding and removing one is O(1).
+* ``Timer`` keeps the buckets in a heap ordered by bucket expiration (Kafka's ``DelayQueue`` holds
+  buckets, not tasks). ``advance_clock(t)`` pops the due buckets in expiration order, moves the
+  wheels forward and re-inserts each of their tasks: into a finer wheel, or into the due batch
+  once it has expired ("reinsertion"). A due batch runs in (expiration, insertion) order, so with
+  the default 1 ms tick every task runs at exactly its expiration time.
+
+Nothing sleeps: ``advance_clock`` moves a ``VirtualClock`` straight to the next due bucket, and
+``next_expiration_ms`` tells an emulation loop when the next task will run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+__all__ = [
+    "DEFAULT_TICK_MS",
+    "DEFAULT_WHEEL_SIZE",
+    "Clock",
+    "PeriodicTask",
+    "SystemClock",
+    "Timer",
+    "TimerTask",
+    "TimerTaskList",
+    "TimingWheel",
+    "VirtualClock",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TICK_MS = 1
+DEFAULT_WHEEL_SIZE = 20
+
+# Task placement states.
+_IDLE = 0
+_IN_BUCKET = 1
+_DUE = 2
+
+
+class Clock(Protocol):
+    """Anything that tells the time in milliseconds."""
+
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds since the epoch (Kafka's ``Time.SYSTEM.milliseconds``)."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class VirtualClock:
+    """A clock that only moves when told to; it never goes backwards."""
+
+    __slots__ = ("_now_ms",)
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now_ms = start_ms
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance_to(self, to_ms: int) -> None:
+        if to_ms < self._now_ms:
+            raise ValueError(f"cannot move the clock back from {self._now_ms} to {to_ms}")
+        self._now_ms = to_ms
+
+    def advance_by(self, delta_ms: int) -> None:
+        self.advance_to(self._now_ms + delta_ms)
+
+    def __repr__(self) -> str:
+        return f"VirtualClock(now_ms={self._now_ms})"
+
+
+class TimerTask:
+    """A delayed action: ``run()`` is called once ``delay_ms`` after the task is added to a timer.
+
+    Subclasses may override ``run``. A task belongs to at most one bucket: adding it again moves it.
+    ``cancel()`` is O(1) and final; a cancelled task is never run or added again.
+    """
+
+    __slots__ = (
+        "_action",
+        "_bucket",
+        "_cancelled",
+        "_expiration_ms",
+        "_seq",
+        "_state",
+        "_timer",
+        "delay_ms",
+        "name",
+    )
+
+    def __init__(
+        self, delay_ms: int, action: Callable[[], object] | None = None, name: str = ""
+    ) -> None:
+        self.delay_ms = delay_ms
+        self.name = name
+        self._action = action
+        self._bucket: TimerTaskList | None = None
+        self._cancelled = False
+        self._expiration_ms = -1
+        self._seq = -1
+        self._state = _IDLE
+        self._timer: Timer | None = None
+
+    def run(self) -> None:
+        if self._action is not None:
+            self._action()
+
+    def cancel(self) -> bool:
+        """Stop the task from running; True iff it was pending."""
+        self._cancelled = True
+        return self._unschedule()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def pending(self) -> bool:
+        """True while the task waits in a bucket or in the due batch."""
+        return self._state != _IDLE
+
+    @property
+    def expiration_ms(self) -> int:
+        """Absolute expiration of the latest scheduling (-1 before the first)."""
+        return self._expiration_ms
+
+    @property
+    def bucket(self) -> TimerTaskList | None:
+        return self._bucket
+
+    def _unschedule(self) -> bool:
+        if self._state == _IDLE:
+            return False
+        if self._bucket is not None:
+            self._bucket.remove(self)
+        # A due-batch entry whose task is no longer _DUE is skipped when the batch runs.
+        self._state = _IDLE
+        if self._timer is not None:
+            self._timer._pending -= 1
+        return True
+
+    def __repr__(self) -> str:
+        label = f" {self.name!r}" if self.name else ""
+        return f"<{type(self).__name__}{label} expiration_ms={self._expiration_ms}>"
+
+
+class PeriodicTask(TimerTask):
+    """Runs ``action`` at ``first_ms``, ``first_ms + period_ms``, ... until cancelled.
+
+    Fixed rate in virtual time: each run is scheduled from the previous expiration, not from now.
+    """
+
+    __slots__ = ("period_ms", "runs")
+
+    def __init__(
+        self, initial_delay_ms: int, period_ms: int, action: Callable[[], object], name: str = ""
+    ) -> None:
+        if period_ms <= 0:
+            raise ValueError(f"period_ms must be positive, got {period_ms}")
+        super().__init__(initial_delay_ms, action, name)
+        self.period_ms = period_ms
+        self.runs = 0
+
+    def run(self) -> None:
+        # Reschedule first: the action may cancel this handle, and an exception in it must not
+        # stop later runs (Kafka's scheduler logs and carries on).
+        if self._timer is not None:
+            self._timer.add_at(self, self._expiration_ms + self.period_ms)
+        self.runs += 1
+        super().run()
+
+
+class TimerTaskList:
+    """One bucket: tasks in insertion order plus the bucket's expiration (-1 when unset)."""
+
+    __slots__ = ("_tasks", "expiration_ms", "tick_ms")
+
+    def __init__(self, tick_ms: int) -> None:
+        self._tasks: dict[TimerTask, None] = {}
+        self.expiration_ms = -1
+        self.tick_ms = tick_ms
+
+    def add(self, task: TimerTask) -> None:
+        self._tasks[task] = None
+        task._bucket = self
+        task._state = _IN_BUCKET
+
+    def remove(self, task: TimerTask) -> None:
+        del self._tasks[task]
+        task._bucket = None
+
+    def set_expiration(self, expiration_ms: int) -> bool:
+        """Set the expiration; True iff it changed (first use in this revolution)."""
+        if expiration_ms == self.expiration_ms:
+            return False
+        self.expiration_ms = expiration_ms
+        return True
+
+    def flush(self) -> list[TimerTask]:
+        """Empty the bucket and reset its expiration; returns the tasks in insertion order."""
+        tasks = list(self._tasks)
+        self._tasks.clear()
+        self.expiration_ms = -1
+        for task in tasks:
+            task._bucket = None
+            task._state = _IDLE
+        return tasks
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[TimerTask]:
+        return iter(self._tasks)
+
+    def __contains__(self, task: object) -> bool:
+        return task in self._tasks
+
+    def __repr__(self) -> str:
+        return f"TimerTaskList(expiration_ms={self.expiration_ms}, size={len(self._tasks)})"
+
+
+class _BucketQueue:
+    """Buckets ordered by expiration (Kafka's ``DelayQueue[TimerTaskList]``)."""
+
+    __slots__ = ("_counter", "heap")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[int, int, TimerTaskList]] = []
+        self._counter = itertools.count()
+
+    def offer(self, bucket: TimerTaskList) -> None:
+        heapq.heappush(self.heap, (bucket.expiration_ms, next(self._counter), bucket))
+
+
+class TimingWheel:
+    """One level of the hierarchy; levels above are created on demand (§14.1, §14.2)."""
+
+    __slots__ = (
+        "_due_before_ms",
+        "_end_ms",
+        "_queue",
+        "buckets",
+        "current_time_ms",
+        "interval_ms",
+        "overflow_wheel",
+        "tick_ms",
+        "wheel_size",
+    )
+
+    def __init__(self, tick_ms: int, wheel_size: int, start_ms: int, queue: _BucketQueue) -> None:
+        if tick_ms <= 0 or wheel_size <= 0:
+            raise ValueError("tick_ms and wheel_size must be positive")
+        self.tick_ms = tick_ms
+        self.wheel_size = wheel_size
+        self.interval_ms = tick_ms * wheel_size
+        self.current_time_ms = 0
+        self._due_before_ms = 0
+        self._end_ms = 0
+        self._set_current_time(start_ms - start_ms % tick_ms)
+        self.buckets: tuple[TimerTaskList, ...] = tuple(
+            TimerTaskList(tick_ms) for _ in range(wheel_size)
+        )
+        self.overflow_wheel: TimingWheel | None = None
+        self._queue = queue
+
+    def _add_overflow_wheel(self) -> TimingWheel:
+        self.overflow_wheel = TimingWheel(
+            self.interval_ms, self.wheel_size, self.current_time_ms, self._queue
+        )
+        return self.overflow_wheel
+
+    def add(self, task: TimerTask) -> bool:
+        """Place ``task`` in the finest wheel that covers it; False if cancelled or already due."""
+        if task._cancelled:
+            return False
+        expiration = task._expiration_ms
+        # Only the finest level can find a task due: every coarser level starts no later than
+        # this one and ends where this one's range ends.
+        if expiration < self._due_before_ms:
+            return False
+        wheel = self
+        while expiration >= wheel._end_ms:
+            wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
+        tick = wheel.tick_ms
+        virtual_id = expiration // tick
+        bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+        # TimerTaskList.add and set_expiration, inlined: this is the hot path of every insertion.
+        bucket._tasks[task] = None
+        task._bucket = bucket
+        task._state = _IN_BUCKET
+        bucket_expiration = virtual_id * tick
+        if bucket.expiration_ms != bucket_expiration:
+            # Offered once per revolution, when the bucket's expiration first changes.
+            bucket.expiration_ms = bucket_expiration
+            wheel._queue.offer(bucket)
+        return True
+
+    def advance_clock(self, time_ms: int) -> None:
+        """Move this level and the ones above to ``time_ms``, rounded down to each tick."""
+        wheel: TimingWheel | None = self
+        while wheel is not None and time_ms >= wheel._due_before_ms:
+            wheel._set_current_time(time_ms - time_ms % wheel.tick_ms)
+            wheel = wheel.overflow_wheel
+
+    def _set_current_time(self, current_time_ms: int) -> None:
+        self.current_time_ms = current_time_ms
+        # Cached bounds of [current, current + interval) for ``add``.
+        self._due_before_ms = current_time_ms + self.tick_ms
+        self._end_ms = current_time_ms + self.interval_ms
+
+    def levels(self) -> list[TimingWheel]:
+        """This wheel and the overflow wheels created so far, finest first."""
+        result: list[TimingWheel] = []
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            result.append(wheel)
+            wheel = wheel.overflow_wheel
+        return result
+
+
+class Timer:
+    """Kafka's ``SystemTimer`` over a virtual clock: tasks run on the thread that advances time.
+
+    Tasks that raise are logged and do not stop the timer (Kafka's executor does the same).
+    """
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        tick_ms: int = DEFAULT_TICK_MS,
+        wheel_size: int = DEFAULT_WHEEL_SIZE,
+        start_ms: int | None = None,
+    ) -> None:
+        self._clock = clock
+        self._queue = _BucketQueue()
+        start = clock.now_ms() if start_ms is None else start_ms
+        self.wheel = TimingWheel(tick_ms, wheel_size, start, self._queue)
+        self._seq = itertools.count()
+        self._pending = 0
+        self._due: list[tuple[int, int, TimerTask]] = []
+        self._running_due = False
+
+    @property
+    def clock(self) -> VirtualClock:
+        return self._clock
+
+    def __len__(self) -> int:
+        """Tasks waiting to run (Kafka's ``Timer.size``)."""
+        return self._pending
+
+    @property
+    def queued_bucket_count(self) -> int:
+        """Buckets in the delay queue (each offered once per wheel revolution)."""
+        return len(self._queue.heap)
+
+    # -- adding ---------------------------------------------------------------------------------
+
+    def add(self, task: TimerTask) -> bool:
+        """Schedule ``task`` ``task.delay_ms`` from now. O(1).
+
+        Returns True if the task went into a wheel; False if it was cancelled (never runs) or
+        already expired (it runs before this returns, or, when called from a running task, right
+        after the current due batch).
+        """
+        return self.add_at(task, self._clock.now_ms() + task.delay_ms)
+
+    def add_at(self, task: TimerTask, expiration_ms: int) -> bool:
+        """Schedule ``task`` at an absolute time; otherwise as ``add``."""
+        if task._cancelled:
+            return False
+        if task._state != _IDLE:
+            task._unschedule()
+        task._timer = self
+        task._expiration_ms = expiration_ms
+        task._seq = next(self._seq)
+        self._pending += 1
+        if self.wheel.add(task):
+            return True
+        task._state = _DUE
+        self._due.append((expiration_ms, task._seq, task))
+        if not self._running_due:
+            self._run_due()
+        return False
+
+    def schedule_once(
+        self, delay_ms: int, action: Callable[[], object], name: str = ""
+    ) -> TimerTask:
+        task = TimerTask(delay_ms, action, name)
+        self.add(task)
+        return task
+
+    def schedule_at(self, at_ms: int, action: Callable[[], object], name: str = "") -> TimerTask:
+        task = TimerTask(at_ms - self._clock.now_ms(), action, name)
+        self.add_at(task, at_ms)
+        return task
+
+    def schedule_periodic(
+        self,
+        initial_delay_ms: int,
+        period_ms: int,
+        action: Callable[[], object],
+        name: str = "",
+    ) -> PeriodicTask:
+        """Run ``action`` after ``initial_delay_ms`` and then every ``period_ms``; cancel the
+        returned handle to stop it."""
+        task = PeriodicTask(initial_delay_ms, period_ms, action, name)
+        self.add(task)
+        return task
+
+    # -- advancing ------------------------------------------------------------------------------
+
+    def next_expiration_ms(self) -> int | None:
+        """When the next pending task will run (never before now); None if nothing is pending.
+
+        Coarse buckets expire before their tasks do, so the search looks inside every bucket that
+        expires before the best time found so far (walking the heap in order, pruned).
+        """
+        now = self._clock.now_ms()
+        if any(task._state == _DUE and task._seq == seq for _, seq, task in self._due):
+            return now
+        heap = self._queue.heap
+        if not heap:
+            return None
+        base_tick = self.wheel.tick_ms
+        best: int | None = None
+        frontier = [(heap[0][0], 0)]
+        while frontier:
+            bucket_expiration, index = heapq.heappop(frontier)
+            if best is not None and bucket_expiration >= best:
+                break
+            bucket = heap[index][2]
+            if bucket._tasks:
+                if bucket.tick_ms == base_tick:
+                    candidate = bucket_expiration
+                else:
+                    earliest = min(task._expiration_ms for task in bucket._tasks)
+                    candidate = earliest - earliest % base_tick
+                if best is None or candidate < best:
+                    best = candidate
+            for child in (2 * index + 1, 2 * index + 2):
+                if child < len(heap):
+                    heapq.heappush(frontier, (heap[child][0], child))
+        return None if best is None else max(best, now)
+
+    def advance_clock(self, to_ms: int) -> int:
+        """Run every task due at or before ``to_ms`` and leave the clock at ``to_ms`` (never
+        earlier than it was). Tasks run with the clock at their own time. Returns tasks run."""
+        return self.run_until(to_ms)
+
+    def run_until(self, deadline_ms: int, after_each: Callable[[int], object] | None = None) -> int:
+        """``advance_clock`` that calls ``after_each(now_ms)`` after each distinct run time, e.g.
+        to drain the controller's event queue before time moves on. Returns tasks run."""
+        clock = self._clock
+        heap = self._queue.heap
+        wheel = self.wheel
+        base_tick = wheel.tick_ms
+        ran = 0
+        while heap and heap[0][0] <= deadline_ms:
+            step_ms = heap[0][0]
+            if step_ms > clock.now_ms():
+                clock.advance_to(step_ms)
+            wheel.advance_clock(step_ms)
+            # All buckets due now; their tasks move to finer wheels or into the due batch.
+            due = self._due
+            while heap and heap[0][0] <= step_ms:
+                bucket = heapq.heappop(heap)[2]
+                # TimerTaskList.flush, inlined (hot path).
+                tasks = bucket._tasks
+                bucket._tasks = {}
+                bucket.expiration_ms = -1
+                # Every task of a finest-level bucket is due at the bucket's expiration.
+                finest = bucket.tick_ms == base_tick
+                for task in tasks:
+                    if finest or not wheel.add(task):
+                        task._bucket = None
+                        task._state = _DUE
+                        due.append((task._expiration_ms, task._seq, task))
+            if self._due:
+                n = self._run_due()
+                ran += n
+                if n and after_each is not None:
+                    after_each(clock.now_ms())
+        if deadline_ms > clock.now_ms():
+            clock.advance_to(deadline_ms)
+        # Keep the wheels in step with the clock so later adds are placed relative to now; no
+        # bucket expires before the deadline any more, so no slot can be reused too early.
+        wheel.advance_clock(clock.now_ms())
+        return ran
+
+    def _run_due(self) -> int:
+        """Run the due batch in (expiration, insertion) order; tasks added already expired while
+        it runs form the next batch."""
+        self._running_due = True
+        ran = 0
+        try:
+            while self._due:
+                batch = self._due
+                self._due = []
+                batch.sort()
+                for _, seq, task in batch:
+                    if task._state != _DUE or task._seq != seq:
+                        continue  # cancelled or rescheduled since it became due
+                    task._state = _IDLE
+                    self._pending -= 1
+                    ran += 1
+                    try:
+                        task.run()
+                    except Exception:
+                        logger.exception("Uncaught exception in timer task %r", task)
+        finally:
+            self._running_due = False
+        return ran

@@ -1,0 +1,392 @@
+"""DataFrame-backed partition znodes of the in-memory ZooKeeper.
+
+``/brokers/topics/T/partitions/P`` and ``.../P/state`` number in the millions, so the in-memory
+store keeps them as rows of one persisted DataFrame (one row per partition node, with its state
+znode's payload decoded into columns and both nodes' stats), not as Python objects.
+
+* Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise that row as
+  ``Znode`` objects on first touch and keep the change in a small driver-side overlay; the overlay
+  is merged into the DataFrame before the next bulk operation.
+* Bulk writes merge a DataFrame of new states with one full outer join and per-row version checks
+  (``bulk_write``). Every generation is persisted and the previous one unpersisted; every
+  ``snapshot_every`` generations the table is written to Parquet under ``workdir`` and read back,
+  which bounds the plan's lineage. DataFrames handed out earlier stay valid until ``close``.
+* Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
+  sequential (Kafka never does either).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from controller.zk.errors import MalformedZnodeError
+from controller.zk.memory_tree import Znode
+from controller.zk.paths import PartitionStateZNode
+from statemachines.schemas import (
+    CONTROLLER_EPOCH,
+    ISR,
+    LEADER,
+    LEADER_EPOCH,
+    PARTITION,
+    TOPIC,
+    ZK_VERSION,
+)
+
+_NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
+_PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
+
+STATE_COLUMNS = (LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH)
+# Per partition: the partition node's stat (p_*), the state node's payload columns and stat.
+INTERNAL_SCHEMA = StructType(
+    [
+        StructField(TOPIC, StringType(), False),
+        StructField(PARTITION, IntegerType(), False),
+        StructField("p_data", BinaryType(), True),
+        StructField("p_version", IntegerType(), False),
+        StructField("p_czxid", LongType(), False),
+        StructField("p_mzxid", LongType(), False),
+        StructField("p_ctime", LongType(), False),
+        StructField("p_mtime", LongType(), False),
+        StructField("p_cversion", IntegerType(), False),
+        StructField("p_pzxid", LongType(), False),
+        StructField("has_state", BooleanType(), False),
+        StructField(LEADER, IntegerType(), True),
+        StructField(LEADER_EPOCH, IntegerType(), True),
+        StructField(ISR, ArrayType(IntegerType(), False), True),
+        StructField(CONTROLLER_EPOCH, IntegerType(), True),
+        StructField(ZK_VERSION, IntegerType(), True),
+        StructField("s_czxid", LongType(), True),
+        StructField("s_mzxid", LongType(), True),
+        StructField("s_ctime", LongType(), True),
+        StructField("s_mtime", LongType(), True),
+        # The state payload when it is not the canonical encoding of the columns (else null).
+        StructField("raw", BinaryType(), True),
+    ]
+)
+_COLS = [f.name for f in INTERNAL_SCHEMA.fields]
+
+Key = tuple[str, int]
+
+
+def parse(path: str) -> tuple[Key, bool] | None:
+    """(topic, partition), is_state — for a partition or state path; None otherwise."""
+    match = _NODE.match(path)
+    if match is None:
+        return None
+    return (match.group(1), int(match.group(2))), match.group(3) is not None
+
+
+@dataclass
+class _Entry:
+    partition: Znode | None
+    state: Znode | None
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    """What one bulk write did: per-topic counts by outcome, failed rows, changed watched keys."""
+
+    counts: dict[tuple[str, str], int]
+    failed: DataFrame
+    touched: list[tuple[str, int, str]]
+
+
+def _decode(key: Key, data: bytes) -> tuple[tuple[int, int, list[int], int] | None, bytes | None]:
+    path = PartitionStateZNode.path(*key)
+    try:
+        state = PartitionStateZNode.decode(data, path)
+    except MalformedZnodeError:
+        return None, data
+    fields = (state.leader, state.leader_epoch, list(state.isr), state.controller_epoch)
+    canonical = PartitionStateZNode.encode_fields(*fields) == data
+    return fields, None if canonical else data
+
+
+class PartitionRegion:
+    """The ``Region`` of ``memory_tree`` for partition znodes, plus bulk read/write."""
+
+    def __init__(self, snapshot_every: int = 32) -> None:
+        self.base: DataFrame | None = None
+        self.overlay: dict[Key, _Entry] = {}
+        self.dirty: set[Key] = set()
+        self.counts: dict[str, int] = {}
+        self.malformed: set[Key] = set()
+        self.snapshot_every = snapshot_every
+        self._generation = 0
+        self._workdir: str | None = None
+
+    # -- Region protocol -------------------------------------------------------------------
+    def owns(self, path: str) -> bool:
+        return _NODE.match(path) is not None
+
+    def lookup(self, path: str) -> Znode | None:
+        parsed = parse(path)
+        if parsed is None:
+            return None
+        entry = self._entry(parsed[0])
+        return entry.state if parsed[1] else entry.partition
+
+    def child_names(self, path: str) -> list[str]:
+        match = _PARTITIONS.match(path)
+        if match is None or not self.counts.get(match.group(1)):
+            return []
+        topic = match.group(1)
+        names: set[int] = set()
+        if self.base is not None:
+            rows = self.base.filter(F.col(TOPIC) == topic).select(PARTITION).collect()
+            names = {r[0] for r in rows}
+        for (t, p), entry in self.overlay.items():
+            if t == topic:
+                (names.add if entry.partition is not None else names.discard)(p)
+        return [str(p) for p in sorted(names)]
+
+    def child_count(self, path: str) -> int:
+        match = _PARTITIONS.match(path)
+        return self.counts.get(match.group(1), 0) if match else 0
+
+    def commit(self, changes: dict[str, Znode | None]) -> None:
+        for path, node in changes.items():
+            parsed = parse(path)
+            assert parsed is not None
+            key, is_state = parsed
+            entry = self._entry(key)
+            if is_state:
+                entry.state = node
+                if node is not None and _decode(key, node.data)[0] is None:
+                    self.malformed.add(key)
+                else:
+                    self.malformed.discard(key)
+            else:
+                existed = entry.partition is not None
+                entry.partition = node
+                self.counts[key[0]] = self.counts.get(key[0], 0) + (node is not None) - existed
+            self.dirty.add(key)
+
+    # -- materialising single rows ---------------------------------------------------------
+    def _entry(self, key: Key) -> _Entry:
+        entry = self.overlay.get(key)
+        if entry is None:
+            entry = _Entry(None, None)
+            if self.base is not None and self.counts.get(key[0]):
+                rows = (
+                    self.base.filter((F.col(TOPIC) == key[0]) & (F.col(PARTITION) == key[1]))
+                    .limit(1)
+                    .collect()
+                )
+                if rows:
+                    entry = self._from_row(rows[0].asDict())
+            self.overlay[key] = entry
+        return entry
+
+    @staticmethod
+    def _from_row(r: dict) -> _Entry:
+        children = {"state": None} if r["has_state"] else {}
+        partition = Znode(
+            bytes(r["p_data"] or b""), r["p_czxid"], r["p_mzxid"], r["p_ctime"], r["p_mtime"],
+            r["p_version"], r["p_cversion"], 0, r["p_pzxid"], children,
+        )  # fmt: skip
+        state = None
+        if r["has_state"]:
+            data = r["raw"]
+            if data is None:
+                data = PartitionStateZNode.encode_fields(
+                    r[LEADER], r[LEADER_EPOCH], r[ISR], r[CONTROLLER_EPOCH]
+                )
+            state = Znode(
+                bytes(data), r["s_czxid"], r["s_mzxid"], r["s_ctime"], r["s_mtime"],
+                r[ZK_VERSION], 0, 0, r["s_czxid"],
+            )  # fmt: skip
+        return _Entry(partition, state)
+
+    @staticmethod
+    def _to_row(key: Key, entry: _Entry) -> tuple:
+        p, s = entry.partition, entry.state
+        assert p is not None
+        fields, raw = _decode(key, s.data) if s is not None else (None, None)
+        leader, epoch, isr, cepoch = fields or (None, None, None, None)
+        return (
+            key[0], key[1], p.data or None, p.version, p.czxid, p.mzxid, p.ctime, p.mtime,
+            p.cversion, p.pzxid, s is not None, leader, epoch, isr, cepoch,
+            s.version if s else None, s.czxid if s else None, s.mzxid if s else None,
+            s.ctime if s else None, s.mtime if s else None, raw,
+        )  # fmt: skip
+
+    # -- generations -----------------------------------------------------------------------
+    def _spark(self) -> SparkSession:
+        from spark_app.session import get_spark
+
+        return get_spark()
+
+    def _empty(self, spark: SparkSession) -> DataFrame:
+        return spark.createDataFrame([], INTERNAL_SCHEMA)
+
+    def _install(self, new_base: DataFrame) -> None:
+        """Make ``new_base`` the current generation: persist, materialise, drop the old one."""
+        old = self.base
+        self._generation += 1
+        if self.snapshot_every and self._generation % self.snapshot_every == 0:
+            if self._workdir is None:
+                self._workdir = tempfile.mkdtemp(prefix="zk-partitions-")
+            target = f"{self._workdir}/gen-{self._generation}"
+            new_base.write.parquet(target)
+            new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
+        new_base = new_base.persist()
+        new_base.count()
+        if old is not None:
+            old.unpersist()
+        self.base = new_base
+
+    def flush(self) -> None:
+        """Merge single-op changes into the DataFrame; forget materialised rows."""
+        if self.dirty:
+            spark = self.base.sparkSession if self.base is not None else self._spark()
+            keys = sorted(self.dirty)
+            rows = [self._to_row(k, self.overlay[k]) for k in keys if self.overlay[k].partition]
+            changed = spark.createDataFrame(rows, INTERNAL_SCHEMA)
+            key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
+            base = self.base if self.base is not None else self._empty(spark)
+            self._install(
+                base.join(F.broadcast(key_df), [TOPIC, PARTITION], "left_anti").unionByName(changed)
+            )
+        self.dirty.clear()
+        self.overlay.clear()
+
+    def drop_topic(self, topic: str) -> None:
+        self.flush()
+        if self.base is not None and self.counts.get(topic):
+            self._install(self.base.filter(F.col(TOPIC) != topic))
+        self.counts.pop(topic, None)
+        self.malformed = {k for k in self.malformed if k[0] != topic}
+
+    def close(self) -> None:
+        if self.base is not None:
+            self.base.unpersist()
+        self.base = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    # -- bulk ------------------------------------------------------------------------------
+    def states(self) -> DataFrame | None:
+        """Current state rows (all columns of ``INTERNAL_SCHEMA``) after merging the overlay."""
+        self.flush()
+        return None if self.base is None else self.base.filter(F.col("has_state"))
+
+    def bulk_write(
+        self,
+        updates: DataFrame,
+        zxid: int,
+        now_ms: int,
+        known_topics: list[str],
+        watched: list[Key],
+    ) -> BulkOutcome:
+        """Merge ``updates`` (state columns + expected ``zk_version``, -1 = create) into the table.
+
+        Created rows get both nodes (zk version 0), updated rows zk version ``expected + 1``.
+        A create fails with NODEEXISTS when the partition node exists and NONODE when the topic
+        znode does not (``known_topics``); an update fails with NONODE or BADVERSION.
+        """
+        self.flush()
+        spark = updates.sparkSession
+        base = self.base if self.base is not None else self._empty(spark)
+        upd = updates.select(
+            TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
+            F.col(ZK_VERSION).alias("u_expected"),
+        )  # fmt: skip
+        topics = spark.createDataFrame(
+            [(t, True) for t in known_topics], "topic string, t_ok boolean"
+        )
+        m = base.join(upd, [TOPIC, PARTITION], "full_outer").join(
+            F.broadcast(topics), TOPIC, "left"
+        )
+        exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
+        error = (
+            F.when(expected.isNull(), F.lit(None))
+            .when(
+                expected == -1, F.when(exists, "NODEEXISTS").when(F.col("t_ok").isNull(), "NONODE")
+            )
+            .when(~F.coalesce(F.col("has_state"), F.lit(False)), "NONODE")
+            .when(F.col(ZK_VERSION) != expected, "BADVERSION")
+        )
+        m = m.withColumn("error", error)
+        written = expected.isNotNull() & F.col("error").isNull()
+        created = written & (expected == -1)
+
+        def pick(if_created: Column, if_written: Column, name: str) -> Column:
+            return F.when(created, if_created).when(written, if_written).otherwise(F.col(name))
+
+        z, now, keep = F.lit(zxid), F.lit(now_ms), F.col
+        cols = {
+            "p_data": pick(F.lit(None).cast("binary"), keep("p_data"), "p_data"),
+            "p_version": pick(F.lit(0), keep("p_version"), "p_version"),
+            "p_czxid": pick(z, keep("p_czxid"), "p_czxid"),
+            "p_mzxid": pick(z, keep("p_mzxid"), "p_mzxid"),
+            "p_ctime": pick(now, keep("p_ctime"), "p_ctime"),
+            "p_mtime": pick(now, keep("p_mtime"), "p_mtime"),
+            "p_cversion": pick(F.lit(1), keep("p_cversion"), "p_cversion"),
+            "p_pzxid": pick(z, keep("p_pzxid"), "p_pzxid"),
+            "has_state": pick(F.lit(True), F.lit(True), "has_state"),
+            **{c: pick(keep(f"u_{c}"), keep(f"u_{c}"), c) for c in STATE_COLUMNS},
+            ZK_VERSION: pick(F.lit(0), expected + 1, ZK_VERSION),
+            "s_czxid": pick(z, keep("s_czxid"), "s_czxid"),
+            "s_mzxid": pick(z, z, "s_mzxid"),
+            "s_ctime": pick(now, keep("s_ctime"), "s_ctime"),
+            "s_mtime": pick(now, now, "s_mtime"),
+            "raw": pick(F.lit(None).cast("binary"), F.lit(None).cast("binary"), "raw"),
+        }
+        outcome = F.when(created, "created").when(written, "updated").otherwise(F.col("error"))
+        m = m.select(
+            TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
+            *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
+        ).persist()  # fmt: skip
+        summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
+        counts = {(r[0], r[1]): r[2] for r in summary.collect()}
+        failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
+        touched: list[tuple[str, int, str]] = []
+        # Watched keys need events; rewritten malformed keys become well-formed.
+        interesting = set(watched) | self.malformed
+        if interesting:
+            keys = spark.createDataFrame(sorted(interesting), INTERNAL_SCHEMA[:2])
+            touched = [
+                (r[0], r[1], r[2])
+                for r in m.filter(written)
+                .join(F.broadcast(keys), [TOPIC, PARTITION], "left_semi")
+                .select(TOPIC, PARTITION, "outcome")
+                .collect()
+            ]
+        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*_COLS))
+        m.unpersist()
+        for (topic, result), n in counts.items():
+            if result == "created":
+                self.counts[topic] = self.counts.get(topic, 0) + n
+        self.malformed -= {(t, p) for t, p, _ in touched}
+        return BulkOutcome(counts, failed, touched)
+
+    @staticmethod
+    def _failed(m: DataFrame, any_failed: bool) -> DataFrame:
+        failed = m.filter(F.col("error").isNotNull()).select(
+            TOPIC, PARTITION, *[F.col(f"u_{c}").alias(c) for c in STATE_COLUMNS],
+            F.col("u_expected").alias(ZK_VERSION), "error",
+        )  # fmt: skip
+        if not any_failed:
+            return failed.sparkSession.createDataFrame([], failed.schema)
+        # Materialised now: the generation it derives from is unpersisted right after.
+        failed = failed.persist()
+        failed.count()
+        return failed

@@ -1,0 +1,64 @@
+"""Ordered, single-threaded delivery of watch events and connection-state changes.
+
+ZooKeeper delivers a client's events in the order of the transactions that caused them. The
+in-memory store funnels every callback (watches of all clients, state listeners) through one
+dispatcher thread, so callbacks never run concurrently and run in commit order. ``wait_idle``
+blocks until everything queued so far has run: tests use it instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class Dispatcher:
+    """One daemon thread running queued callbacks in FIFO order; a failing callback is logged."""
+
+    def __init__(self, name: str = "zk-memory-dispatch") -> None:
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._queue.put((fn, args))
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until every callback submitted so far has run; False on timeout.
+
+        Callbacks may submit more callbacks (a watch re-arming itself); those are waited for too.
+        Called from the dispatcher thread itself it returns at once (waiting would deadlock).
+        """
+        if threading.current_thread() is self._thread:
+            return True
+        if timeout is None:
+            self._queue.join()
+            return True
+        done = threading.Event()
+        waiter = threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True)
+        waiter.start()
+        return done.wait(timeout)
+
+    def stop(self) -> None:
+        self._queue.put(_STOP)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is _STOP:
+                    return
+                fn, args = item
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("error in ZooKeeper callback %r", fn)
+            finally:
+                self._queue.task_done()

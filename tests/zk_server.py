@@ -1,0 +1,104 @@
+"""A throwaway ZooKeeper 3.8 server (Debian's ``zookeeper`` package) for tests and benchmarks.
+
+Runs ``ZooKeeperServerMain`` directly with a generated ``zoo.cfg``, a temp data dir and a free
+loopback port; ``start`` waits until the ``srvr`` four-letter word reports standalone mode.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ZOOKEEPER_JAR = Path(os.environ.get("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
+CLASSPATH = f"/etc/zookeeper/conf:{ZOOKEEPER_JAR}"
+
+
+class ZooKeeperMissingError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def four_letter(port: int, word: str, timeout: float = 1.0) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperServer:
+    def __init__(self) -> None:
+        if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
+            raise ZooKeeperMissingError(
+                f"real ZooKeeper tests need Java and {ZOOKEEPER_JAR} "
+                "(Debian package 'zookeeper': apt-get install -y zookeeper)"
+            )
+        self.dir = Path(tempfile.mkdtemp(prefix="zk-server-"))
+        self.port = _free_port()
+        self.log_path = self.dir / "server.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ZooKeeperServer:
+        (self.dir / "data").mkdir()
+        cfg = self.dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join(
+                [
+                    "tickTime=2000",
+                    f"dataDir={self.dir / 'data'}",
+                    f"clientPort={self.port}",
+                    "clientPortAddress=127.0.0.1",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=srvr,ruok",
+                    "forceSync=no",
+                    "",
+                ]
+            )
+        )
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            ["java", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited early:\n{self.log()}")
+            try:
+                if "Mode: standalone" in four_letter(self.port, "srvr"):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not start within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import operator
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
+
+_due_order = operator.attrgetter("_expiration_ms", "_seq")
 
 # Task placement states.
 _IDLE = 0
@@ -358,7 +361,9 @@ class Timer:
         self.wheel = TimingWheel(tick_ms, wheel_size, start, self._queue)
         self._seq = itertools.count()
         self._pending = 0
-        self._due: list[tuple[int, int, TimerTask]] = []
+        # Due tasks: the batch running now and the next one (tasks that expired meanwhile).
+        self._batch: list[TimerTask] = []
+        self._due: list[TimerTask] = []
         self._running_due = False
 
     @property
@@ -398,7 +403,7 @@ class Timer:
         if self.wheel.add(task):
             return True
         task._state = _DUE
-        self._due.append((expiration_ms, task._seq, task))
+        self._due.append(task)
         if not self._running_due:
             self._run_due()
         return False
@@ -437,7 +442,7 @@ class Timer:
         expires before the best time found so far (walking the heap in order, pruned).
         """
         now = self._clock.now_ms()
-        if any(task._state == _DUE and task._seq == seq for _, seq, task in self._due):
+        if any(task._state == _DUE for task in itertools.chain(self._batch, self._due)):
             return now
         heap = self._queue.heap
         if not heap:
@@ -495,7 +500,7 @@ class Timer:
                     if finest or not wheel.add(task):
                         task._bucket = None
                         task._state = _DUE
-                        due.append((task._expiration_ms, task._seq, task))
+                        due.append(task)
             if self._due:
                 n = self._run_due()
                 ran += n
@@ -515,11 +520,11 @@ class Timer:
         ran = 0
         try:
             while self._due:
-                batch = self._due
+                batch = self._batch = self._due
                 self._due = []
-                batch.sort()
-                for _, seq, task in batch:
-                    if task._state != _DUE or task._seq != seq:
+                batch.sort(key=_due_order)
+                for task in batch:
+                    if task._state != _DUE:
                         continue  # cancelled or rescheduled since it became due
                     task._state = _IDLE
                     self._pending -= 1
@@ -529,5 +534,6 @@ class Timer:
                     except Exception:
                         logger.exception("Uncaught exception in timer task %r", task)
         finally:
+            self._batch = []
             self._running_due = False
         return ran

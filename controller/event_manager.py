@@ -283,8 +283,8 @@ class ControllerEventManager:
             queued = self._poll()
             if queued is None:
                 break
-            self._dispatch(queued)
-            processed += 1
+            if self._dispatch(queued):
+                processed += 1
         return processed
 
     def _poll(self) -> QueuedEvent | None:
@@ -312,11 +312,12 @@ class ControllerEventManager:
             self._dispatch(queued)
         logger.info("%sStopped", self._log_prefix)
 
-    def _dispatch(self, queued: QueuedEvent) -> None:
+    def _dispatch(self, queued: QueuedEvent) -> bool:
+        """Process one taken event; False for the shutdown sentinel, which stops the consumer."""
         event = queued.event
         if isinstance(event, ShutdownEventThread):
             self._stopped = True
-            return
+            return False
         self._state = event.state
         self.metrics.event_queue_time_ms.update(self._clock.now_ms() - queued.enqueue_time_ms)
         started = time.perf_counter()
@@ -334,6 +335,7 @@ class ControllerEventManager:
             with self._lock:
                 if not self._queue:
                     self._idle_since_ms = self._clock.now_ms()
+        return True
 
     @property
     def _log_prefix(self) -> str:

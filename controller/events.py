@@ -12,50 +12,10 @@ Kafka's error names such as ``"NOT_CONTROLLER"``, or the result of a successful 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
-
-__all__ = [
-    "CONTROLLER_EVENT_TYPES",
-    "AlterIsrItem",
-    "AlterIsrReceived",
-    "ApiPartitionReassignment",
-    "AutoPreferredReplicaLeaderElection",
-    "BrokerChange",
-    "BrokerModifications",
-    "Callback",
-    "ControlledShutdown",
-    "ControllerChange",
-    "ControllerEvent",
-    "ControllerState",
-    "ElectionTrigger",
-    "ElectionType",
-    "Expire",
-    "FeatureUpdate",
-    "IsrChangeNotification",
-    "LeaderAndIsrResponseReceived",
-    "ListPartitionReassignments",
-    "LogDirEventNotification",
-    "MockEvent",
-    "PartitionModifications",
-    "PartitionReassignmentIsrChange",
-    "Reelect",
-    "RegisterBrokerAndReelect",
-    "ReplicaLeaderElection",
-    "ShutdownEventThread",
-    "Startup",
-    "TopicChange",
-    "TopicDeletion",
-    "TopicDeletionStopReplicaResponseReceived",
-    "TopicPartition",
-    "TopicUncleanLeaderElectionEnable",
-    "UncleanLeaderElectionEnable",
-    "UpdateFeatures",
-    "UpdateMetadataResponseReceived",
-    "ZkPartitionReassignment",
-]
 
 Callback = Callable[..., object]
 """A reply callback. Kafka's callbacks take either the result or the error(s) of the request."""
@@ -139,10 +99,6 @@ class FeatureUpdate(NamedTuple):
     allow_downgrade: bool = False
 
 
-def _frozen_mapping(value: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    return MappingProxyType(dict(value))
-
-
 def _empty_mapping() -> Mapping[Any, Any]:
     return MappingProxyType({})
 
@@ -157,13 +113,12 @@ class ControllerEvent:
     def state(self) -> ControllerState:
         return self.STATE
 
-    def _freeze_mappings(self, *names: str) -> None:
-        # Mapping payloads become read-only copies; they are left out of hashing (unhashable).
-        for name in names:
-            object.__setattr__(self, name, _frozen_mapping(getattr(self, name)))
-
-
-# -- controller election (state ControllerChange) -----------------------------------------------
+    def __post_init__(self) -> None:
+        # Mapping payloads become read-only copies (left out of hashing: views are unhashable).
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, f.name, MappingProxyType(dict(value)))
 
 
 @dataclass(frozen=True)
@@ -201,9 +156,6 @@ class RegisterBrokerAndReelect(ControllerEvent):
     STATE: ClassVar[ControllerState] = ControllerState.ControllerChange
 
 
-# -- brokers --------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class BrokerChange(ControllerEvent):
     """Children of ``/brokers/ids`` changed: new, dead and bounced brokers (§8). Preempt: nothing."""
@@ -217,22 +169,6 @@ class BrokerModifications(ControllerEvent):
 
     STATE: ClassVar[ControllerState] = ControllerState.BrokerChange
     broker_id: int
-
-
-@dataclass(frozen=True)
-class ControlledShutdown(ControllerEvent):
-    """ControlledShutdown API (§8.4); ``callback(remaining partitions)`` or an error.
-
-    Preempt: ``callback`` fails with ControllerMovedException (NOT_CONTROLLER).
-    """
-
-    STATE: ClassVar[ControllerState] = ControllerState.ControlledShutdown
-    broker_id: int
-    broker_epoch: int
-    callback: Callback | None = field(default=None, compare=False)
-
-
-# -- topics ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -258,47 +194,8 @@ class TopicDeletion(ControllerEvent):
 
 
 @dataclass(frozen=True)
-class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
-    """StopReplica(delete) response of ``replica_id`` for a topic being deleted. Preempt: nothing.
-
-    ``error`` is the top-level error name; ``partition_errors`` the per-partition ones.
-    """
-
-    STATE: ClassVar[ControllerState] = ControllerState.TopicDeletion
-    replica_id: int
-    error: str = "NONE"
-    partition_errors: Mapping[TopicPartition, str] = field(
-        default_factory=_empty_mapping, hash=False
-    )
-
-    def __post_init__(self) -> None:
-        self._freeze_mappings("partition_errors")
-
-
-@dataclass(frozen=True)
-class TopicUncleanLeaderElectionEnable(ControllerEvent):
-    """``unclean.leader.election.enable=true`` set on ``topic``. Preempt: nothing."""
-
-    STATE: ClassVar[ControllerState] = ControllerState.TopicUncleanLeaderElectionEnable
-    topic: str
-
-
-@dataclass(frozen=True)
-class UncleanLeaderElectionEnable(ControllerEvent):
-    """Broker-level ``unclean.leader.election.enable`` turned on. Preempt: nothing."""
-
-    STATE: ClassVar[ControllerState] = ControllerState.UncleanLeaderElectionEnable
-
-
-# -- reassignment ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
 class ZkPartitionReassignment(ControllerEvent):
-    """``/admin/reassign_partitions`` created, or re-armed by the controller (§10.2).
-
-    Preempt: nothing.
-    """
+    """``/admin/reassign_partitions`` created or re-armed by the controller. Preempt: nothing."""
 
     STATE: ClassVar[ControllerState] = ControllerState.AlterPartitionReassignment
 
@@ -316,9 +213,6 @@ class ApiPartitionReassignment(ControllerEvent):
         default_factory=_empty_mapping, hash=False
     )
     callback: Callback | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        self._freeze_mappings("reassignments")
 
 
 @dataclass(frozen=True)
@@ -341,9 +235,6 @@ class ListPartitionReassignments(ControllerEvent):
     callback: Callback | None = field(default=None, compare=False)
 
 
-# -- ISR and log dirs ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class IsrChangeNotification(ControllerEvent):
     """Children of ``/isr_change_notification`` changed (§12.4). Preempt: nothing."""
@@ -363,18 +254,12 @@ class AlterIsrReceived(ControllerEvent):
     )
     callback: Callback | None = field(default=None, compare=False)
 
-    def __post_init__(self) -> None:
-        self._freeze_mappings("isrs_to_alter")
-
 
 @dataclass(frozen=True)
 class LogDirEventNotification(ControllerEvent):
     """Children of ``/log_dir_event_notification`` changed (§8.6). Preempt: nothing."""
 
     STATE: ClassVar[ControllerState] = ControllerState.LogDirChange
-
-
-# -- broker responses -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -389,9 +274,6 @@ class LeaderAndIsrResponseReceived(ControllerEvent):
         default_factory=_empty_mapping, hash=False
     )
 
-    def __post_init__(self) -> None:
-        self._freeze_mappings("partition_errors")
-
 
 @dataclass(frozen=True)
 class UpdateMetadataResponseReceived(ControllerEvent):
@@ -402,7 +284,19 @@ class UpdateMetadataResponseReceived(ControllerEvent):
     error: str = "NONE"
 
 
-# -- leader elections ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    """StopReplica(delete) response of ``replica_id`` for a topic being deleted. Preempt: nothing.
+
+    ``error`` is the top-level error name; ``partition_errors`` the per-partition ones.
+    """
+
+    STATE: ClassVar[ControllerState] = ControllerState.TopicDeletion
+    replica_id: int
+    error: str = "NONE"
+    partition_errors: Mapping[TopicPartition, str] = field(
+        default_factory=_empty_mapping, hash=False
+    )
 
 
 @dataclass(frozen=True)
@@ -426,7 +320,32 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
     STATE: ClassVar[ControllerState] = ControllerState.AutoLeaderBalance
 
 
-# -- features, shutdown, tests --------------------------------------------------------------------
+@dataclass(frozen=True)
+class UncleanLeaderElectionEnable(ControllerEvent):
+    """Broker-level ``unclean.leader.election.enable`` turned on. Preempt: nothing."""
+
+    STATE: ClassVar[ControllerState] = ControllerState.UncleanLeaderElectionEnable
+
+
+@dataclass(frozen=True)
+class TopicUncleanLeaderElectionEnable(ControllerEvent):
+    """``unclean.leader.election.enable=true`` set on ``topic``. Preempt: nothing."""
+
+    STATE: ClassVar[ControllerState] = ControllerState.TopicUncleanLeaderElectionEnable
+    topic: str
+
+
+@dataclass(frozen=True)
+class ControlledShutdown(ControllerEvent):
+    """ControlledShutdown API (§8.4); ``callback(remaining partitions)`` or an error.
+
+    Preempt: ``callback`` fails with ControllerMovedException (NOT_CONTROLLER).
+    """
+
+    STATE: ClassVar[ControllerState] = ControllerState.ControlledShutdown
+    broker_id: int
+    broker_epoch: int
+    callback: Callback | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -436,9 +355,6 @@ class UpdateFeatures(ControllerEvent):
     STATE: ClassVar[ControllerState] = ControllerState.UpdateFeatures
     updates: Mapping[str, FeatureUpdate] = field(default_factory=_empty_mapping, hash=False)
     callback: Callback | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        self._freeze_mappings("updates")
 
 
 @dataclass(frozen=True)

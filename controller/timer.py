@@ -31,30 +31,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-__all__ = [
-    "DEFAULT_TICK_MS",
-    "DEFAULT_WHEEL_SIZE",
-    "Clock",
-    "PeriodicTask",
-    "SystemClock",
-    "Timer",
-    "TimerTask",
-    "TimerTaskList",
-    "TimingWheel",
-    "VirtualClock",
-]
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
 
 _due_order = operator.attrgetter("_expiration_ms", "_seq")
-
-# Task placement states.
-_IDLE = 0
-_IN_BUCKET = 1
-_DUE = 2
 
 
 class Clock(Protocol):
@@ -89,9 +71,6 @@ class VirtualClock:
     def advance_by(self, delta_ms: int) -> None:
         self.advance_to(self._now_ms + delta_ms)
 
-    def __repr__(self) -> str:
-        return f"VirtualClock(now_ms={self._now_ms})"
-
 
 class TimerTask:
     """A delayed action: ``run()`` is called once ``delay_ms`` after the task is added to a timer.
@@ -100,17 +79,9 @@ class TimerTask:
     ``cancel()`` is O(1) and final; a cancelled task is never run or added again.
     """
 
-    __slots__ = (
-        "_action",
-        "_bucket",
-        "_cancelled",
-        "_expiration_ms",
-        "_seq",
-        "_state",
-        "_timer",
-        "delay_ms",
-        "name",
-    )
+    # _bucket: the bucket holding the task, _DUE once it is in the due batch, None otherwise.
+    __slots__ = ("_action", "_bucket", "_cancelled", "_expiration_ms", "_seq", "_timer")
+    __slots__ += ("delay_ms", "name")
 
     def __init__(
         self, delay_ms: int, action: Callable[[], object] | None = None, name: str = ""
@@ -122,7 +93,6 @@ class TimerTask:
         self._cancelled = False
         self._expiration_ms = -1
         self._seq = -1
-        self._state = _IDLE
         self._timer: Timer | None = None
 
     def run(self) -> None:
@@ -141,7 +111,7 @@ class TimerTask:
     @property
     def pending(self) -> bool:
         """True while the task waits in a bucket or in the due batch."""
-        return self._state != _IDLE
+        return self._bucket is not None
 
     @property
     def expiration_ms(self) -> int:
@@ -150,15 +120,14 @@ class TimerTask:
 
     @property
     def bucket(self) -> TimerTaskList | None:
-        return self._bucket
+        return None if self._bucket is _DUE else self._bucket
 
     def _unschedule(self) -> bool:
-        if self._state == _IDLE:
+        bucket = self._bucket
+        if bucket is None:
             return False
-        if self._bucket is not None:
-            self._bucket.remove(self)
         # A due-batch entry whose task is no longer _DUE is skipped when the batch runs.
-        self._state = _IDLE
+        bucket.remove(self)
         if self._timer is not None:
             self._timer._pending -= 1
         return True
@@ -169,10 +138,8 @@ class TimerTask:
 
 
 class PeriodicTask(TimerTask):
-    """Runs ``action`` at ``first_ms``, ``first_ms + period_ms``, ... until cancelled.
-
-    Fixed rate in virtual time: each run is scheduled from the previous expiration, not from now.
-    """
+    """Runs ``action`` every ``period_ms`` after the first run until cancelled; fixed rate in
+    virtual time (each run is scheduled from the previous expiration)."""
 
     __slots__ = ("period_ms", "runs")
 
@@ -204,31 +171,9 @@ class TimerTaskList:
         self.expiration_ms = -1
         self.tick_ms = tick_ms
 
-    def add(self, task: TimerTask) -> None:
-        self._tasks[task] = None
-        task._bucket = self
-        task._state = _IN_BUCKET
-
     def remove(self, task: TimerTask) -> None:
-        del self._tasks[task]
+        self._tasks.pop(task, None)
         task._bucket = None
-
-    def set_expiration(self, expiration_ms: int) -> bool:
-        """Set the expiration; True iff it changed (first use in this revolution)."""
-        if expiration_ms == self.expiration_ms:
-            return False
-        self.expiration_ms = expiration_ms
-        return True
-
-    def flush(self) -> list[TimerTask]:
-        """Empty the bucket and reset its expiration; returns the tasks in insertion order."""
-        tasks = list(self._tasks)
-        self._tasks.clear()
-        self.expiration_ms = -1
-        for task in tasks:
-            task._bucket = None
-            task._state = _IDLE
-        return tasks
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -236,40 +181,17 @@ class TimerTaskList:
     def __iter__(self) -> Iterator[TimerTask]:
         return iter(self._tasks)
 
-    def __contains__(self, task: object) -> bool:
-        return task in self._tasks
 
-    def __repr__(self) -> str:
-        return f"TimerTaskList(expiration_ms={self.expiration_ms}, size={len(self._tasks)})"
+# Kafka's DelayQueue of buckets: a heap of (expiration, tick, bucket). A bucket is in it at most
+# once, and two buckets of one level never share an expiration, so buckets are never compared.
+_BucketQueue = list[tuple[int, int, "TimerTaskList"]]
 
-
-class _BucketQueue:
-    """Buckets ordered by expiration (Kafka's ``DelayQueue[TimerTaskList]``)."""
-
-    __slots__ = ("_counter", "heap")
-
-    def __init__(self) -> None:
-        self.heap: list[tuple[int, int, TimerTaskList]] = []
-        self._counter = itertools.count()
-
-    def offer(self, bucket: TimerTaskList) -> None:
-        heapq.heappush(self.heap, (bucket.expiration_ms, next(self._counter), bucket))
+# Marks a task as waiting in the due batch; it never holds tasks.
+_DUE = TimerTaskList(0)
 
 
 class TimingWheel:
     """One level of the hierarchy; levels above are created on demand (§14.1, §14.2)."""
-
-    __slots__ = (
-        "_due_before_ms",
-        "_end_ms",
-        "_queue",
-        "buckets",
-        "current_time_ms",
-        "interval_ms",
-        "overflow_wheel",
-        "tick_ms",
-        "wheel_size",
-    )
 
     def __init__(self, tick_ms: int, wheel_size: int, start_ms: int, queue: _BucketQueue) -> None:
         if tick_ms <= 0 or wheel_size <= 0:
@@ -308,15 +230,13 @@ class TimingWheel:
         tick = wheel.tick_ms
         virtual_id = expiration // tick
         bucket = wheel.buckets[virtual_id % wheel.wheel_size]
-        # TimerTaskList.add and set_expiration, inlined: this is the hot path of every insertion.
         bucket._tasks[task] = None
         task._bucket = bucket
-        task._state = _IN_BUCKET
         bucket_expiration = virtual_id * tick
         if bucket.expiration_ms != bucket_expiration:
-            # Offered once per revolution, when the bucket's expiration first changes.
+            # Offered once per revolution, when the bucket's expiration is first set.
             bucket.expiration_ms = bucket_expiration
-            wheel._queue.offer(bucket)
+            heapq.heappush(wheel._queue, (bucket_expiration, tick, bucket))
         return True
 
     def advance_clock(self, time_ms: int) -> None:
@@ -345,7 +265,8 @@ class TimingWheel:
 class Timer:
     """Kafka's ``SystemTimer`` over a virtual clock: tasks run on the thread that advances time.
 
-    Tasks that raise are logged and do not stop the timer (Kafka's executor does the same).
+    Resolution is the finest tick: with ``tick_ms > 1`` a task runs at its expiration rounded
+    down to a tick, as in Kafka. Tasks that raise are logged and do not stop the timer.
     """
 
     def __init__(
@@ -356,7 +277,7 @@ class Timer:
         start_ms: int | None = None,
     ) -> None:
         self._clock = clock
-        self._queue = _BucketQueue()
+        self._queue: _BucketQueue = []
         start = clock.now_ms() if start_ms is None else start_ms
         self.wheel = TimingWheel(tick_ms, wheel_size, start, self._queue)
         self._seq = itertools.count()
@@ -366,10 +287,6 @@ class Timer:
         self._due: list[TimerTask] = []
         self._running_due = False
 
-    @property
-    def clock(self) -> VirtualClock:
-        return self._clock
-
     def __len__(self) -> int:
         """Tasks waiting to run (Kafka's ``Timer.size``)."""
         return self._pending
@@ -377,24 +294,21 @@ class Timer:
     @property
     def queued_bucket_count(self) -> int:
         """Buckets in the delay queue (each offered once per wheel revolution)."""
-        return len(self._queue.heap)
+        return len(self._queue)
 
     # -- adding ---------------------------------------------------------------------------------
 
     def add(self, task: TimerTask) -> bool:
-        """Schedule ``task`` ``task.delay_ms`` from now. O(1).
-
-        Returns True if the task went into a wheel; False if it was cancelled (never runs) or
-        already expired (it runs before this returns, or, when called from a running task, right
-        after the current due batch).
-        """
+        """Schedule ``task`` ``task.delay_ms`` from now, O(1). False if it was cancelled (it never
+        runs) or already expired: then it runs before this returns (or, from a running task, right
+        after the current due batch)."""
         return self.add_at(task, self._clock.now_ms() + task.delay_ms)
 
     def add_at(self, task: TimerTask, expiration_ms: int) -> bool:
         """Schedule ``task`` at an absolute time; otherwise as ``add``."""
         if task._cancelled:
             return False
-        if task._state != _IDLE:
+        if task._bucket is not None:
             task._unschedule()
         task._timer = self
         task._expiration_ms = expiration_ms
@@ -402,7 +316,7 @@ class Timer:
         self._pending += 1
         if self.wheel.add(task):
             return True
-        task._state = _DUE
+        task._bucket = _DUE
         self._due.append(task)
         if not self._running_due:
             self._run_due()
@@ -442,9 +356,9 @@ class Timer:
         expires before the best time found so far (walking the heap in order, pruned).
         """
         now = self._clock.now_ms()
-        if any(task._state == _DUE for task in itertools.chain(self._batch, self._due)):
+        if any(task._bucket is _DUE for task in itertools.chain(self._batch, self._due)):
             return now
-        heap = self._queue.heap
+        heap = self._queue
         if not heap:
             return None
         base_tick = self.wheel.tick_ms
@@ -477,7 +391,9 @@ class Timer:
         """``advance_clock`` that calls ``after_each(now_ms)`` after each distinct run time, e.g.
         to drain the controller's event queue before time moves on. Returns tasks run."""
         clock = self._clock
-        heap = self._queue.heap
+        if self._running_due:
+            raise RuntimeError("advance_clock called from a running task")
+        heap = self._queue
         wheel = self.wheel
         base_tick = wheel.tick_ms
         ran = 0
@@ -490,7 +406,7 @@ class Timer:
             due = self._due
             while heap and heap[0][0] <= step_ms:
                 bucket = heapq.heappop(heap)[2]
-                # TimerTaskList.flush, inlined (hot path).
+                # Kafka's TimerTaskList.flush: empty the bucket and unset its expiration.
                 tasks = bucket._tasks
                 bucket._tasks = {}
                 bucket.expiration_ms = -1
@@ -498,8 +414,7 @@ class Timer:
                 finest = bucket.tick_ms == base_tick
                 for task in tasks:
                     if finest or not wheel.add(task):
-                        task._bucket = None
-                        task._state = _DUE
+                        task._bucket = _DUE
                         due.append(task)
             if self._due:
                 n = self._run_due()
@@ -524,9 +439,9 @@ class Timer:
                 self._due = []
                 batch.sort(key=_due_order)
                 for task in batch:
-                    if task._state != _DUE:
+                    if task._bucket is not _DUE:
                         continue  # cancelled or rescheduled since it became due
-                    task._state = _IDLE
+                    task._bucket = None
                     self._pending -= 1
                     ran += 1
                     try:

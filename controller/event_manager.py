@@ -224,7 +224,8 @@ class ControllerEventManager:
 
     @property
     def is_stopped(self) -> bool:
-        """True once ``ShutdownEventThread`` has been taken; nothing more is processed."""
+        """True once the consumer has stopped (it took ``ShutdownEventThread``, or ``close`` ran
+        with no thread); nothing more is processed."""
         return self._stopped
 
     def maybe_reset_queue_time(self) -> bool:

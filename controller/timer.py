@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_TICK_MS = 1
 DEFAULT_WHEEL_SIZE = 20
 
+Action = Callable[[], object]
+
 _due_order = operator.attrgetter("_expiration_ms", "_seq")
 
 
@@ -83,9 +85,7 @@ class TimerTask:
     __slots__ = ("_action", "_bucket", "_cancelled", "_expiration_ms", "_seq", "_timer")
     __slots__ += ("delay_ms", "name")
 
-    def __init__(
-        self, delay_ms: int, action: Callable[[], object] | None = None, name: str = ""
-    ) -> None:
+    def __init__(self, delay_ms: int, action: Action | None = None, name: str = "") -> None:
         self.delay_ms = delay_ms
         self.name = name
         self._action = action
@@ -144,7 +144,7 @@ class PeriodicTask(TimerTask):
     __slots__ = ("period_ms", "runs")
 
     def __init__(
-        self, initial_delay_ms: int, period_ms: int, action: Callable[[], object], name: str = ""
+        self, initial_delay_ms: int, period_ms: int, action: Action, name: str = ""
     ) -> None:
         if period_ms <= 0:
             raise ValueError(f"period_ms must be positive, got {period_ms}")
@@ -296,8 +296,6 @@ class Timer:
         """Buckets in the delay queue (each offered once per wheel revolution)."""
         return len(self._queue)
 
-    # -- adding ---------------------------------------------------------------------------------
-
     def add(self, task: TimerTask) -> bool:
         """Schedule ``task`` ``task.delay_ms`` from now, O(1). False if it was cancelled (it never
         runs) or already expired: then it runs before this returns (or, from a running task, right
@@ -322,14 +320,12 @@ class Timer:
             self._run_due()
         return False
 
-    def schedule_once(
-        self, delay_ms: int, action: Callable[[], object], name: str = ""
-    ) -> TimerTask:
+    def schedule_once(self, delay_ms: int, action: Action, name: str = "") -> TimerTask:
         task = TimerTask(delay_ms, action, name)
         self.add(task)
         return task
 
-    def schedule_at(self, at_ms: int, action: Callable[[], object], name: str = "") -> TimerTask:
+    def schedule_at(self, at_ms: int, action: Action, name: str = "") -> TimerTask:
         task = TimerTask(at_ms - self._clock.now_ms(), action, name)
         self.add_at(task, at_ms)
         return task
@@ -338,7 +334,7 @@ class Timer:
         self,
         initial_delay_ms: int,
         period_ms: int,
-        action: Callable[[], object],
+        action: Action,
         name: str = "",
     ) -> PeriodicTask:
         """Run ``action`` after ``initial_delay_ms`` and then every ``period_ms``; cancel the
@@ -346,8 +342,6 @@ class Timer:
         task = PeriodicTask(initial_delay_ms, period_ms, action, name)
         self.add(task)
         return task
-
-    # -- advancing ------------------------------------------------------------------------------
 
     def next_expiration_ms(self) -> int | None:
         """When the next pending task will run (never before now); None if nothing is pending.

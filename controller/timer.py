@@ -266,7 +266,8 @@ class Timer:
     """Kafka's ``SystemTimer`` over a virtual clock: tasks run on the thread that advances time.
 
     Resolution is the finest tick: with ``tick_ms > 1`` a task runs at its expiration rounded
-    down to a tick, as in Kafka. Tasks that raise are logged and do not stop the timer.
+    down to a tick, as in Kafka. Tasks that raise are logged and do not stop the timer. Not
+    thread-safe: use it from the thread that drives the emulation.
     """
 
     def __init__(

@@ -80,7 +80,9 @@ class SchemaMismatchError(ValueError):
 def _same_type(actual: DataType, expected: DataType) -> bool:
     # Nullability is not part of the contract: Spark widens it freely across unions and joins.
     if isinstance(expected, ArrayType):
-        return isinstance(actual, ArrayType) and _same_type(actual.elementType, expected.elementType)
+        return isinstance(actual, ArrayType) and _same_type(
+            actual.elementType, expected.elementType
+        )
     return type(actual) is type(expected)
 
 
@@ -113,3 +115,107 @@ def check_partitions(df: DataFrame) -> DataFrame:
 
 def check_replicas(df: DataFrame) -> DataFrame:
     return check_schema(df, REPLICAS_SCHEMA, "replicas")
+
+
+# ---------------------------------------------------------------------------------------------
+# The compact layout: how the controller holds the partitions table in memory.
+#
+# Spark's in-memory cache reads primitive-only tables as column vectors and every other table
+# row by row; comparisons over a few int columns also beat higher-order functions over arrays.
+# So the working table has one int column per replica *position* and per ISR slot, with a width
+# W that is a property of the DataFrame (the number of ``replica_k`` columns), not a constant:
+# any replication factor fits, and a reassignment that needs a larger set widens the table.
+#
+#   topic_index                 int   index into the small topics table (name, config)
+#   partition                   int
+#   replica_0 .. replica_{W-1}  int   AR in order; EMPTY_SLOT past the end
+#   isr_0 .. isr_{W-1}          int   the ISR as broker ids in ISR order; EMPTY_SLOT past the end
+#   replica_state_0 .. _{W-1}   byte  ReplicaState code of the replica at that position
+#   adding_mask, removing_mask  int   bit k set: replica_k is an adding / removing replica
+#                                     (both lists are sub-sequences of AR in Kafka, so the
+#                                     bit masks keep their order)
+#   leader, leader_epoch, zk_version, controller_epoch   int
+#   state_code                  byte  PartitionState code
+#
+# zk_version == NO_ZK_VERSION means no state znode exists yet (no cached leadership).
+# ---------------------------------------------------------------------------------------------
+
+TOPIC_INDEX = "topic_index"
+ADDING_MASK = "adding_mask"
+REMOVING_MASK = "removing_mask"
+STATE_CODE = "state_code"
+EMPTY_SLOT = -1
+NO_ZK_VERSION = -1
+MAX_WIDTH = 31  # position bit masks are ints
+
+_REPLICA_PREFIX = "replica_"
+_ISR_PREFIX = "isr_"
+_REPLICA_STATE_PREFIX = "replica_state_"
+
+
+def replica_col(k: int) -> str:
+    return f"{_REPLICA_PREFIX}{k}"
+
+
+def isr_col(k: int) -> str:
+    return f"{_ISR_PREFIX}{k}"
+
+
+def replica_state_col(k: int) -> str:
+    return f"{_REPLICA_STATE_PREFIX}{k}"
+
+
+def width(df: DataFrame) -> int:
+    """The number of replica positions of a compact table (read from its schema; no job)."""
+    return sum(
+        1
+        for name in df.columns
+        if name.startswith(_REPLICA_PREFIX) and name[len(_REPLICA_PREFIX) :].isdigit()
+    )
+
+
+def compact_columns(w: int) -> list[str]:
+    """The compact layout's columns, in order, for width ``w``."""
+    return [
+        TOPIC_INDEX,
+        PARTITION,
+        *(replica_col(k) for k in range(w)),
+        *(isr_col(k) for k in range(w)),
+        *(replica_state_col(k) for k in range(w)),
+        ADDING_MASK,
+        REMOVING_MASK,
+        LEADER,
+        LEADER_EPOCH,
+        ZK_VERSION,
+        CONTROLLER_EPOCH,
+        STATE_CODE,
+    ]
+
+
+def compact_schema(w: int) -> StructType:
+    from pyspark.sql.types import ByteType
+
+    def kind(name: str) -> DataType:
+        return (
+            ByteType()
+            if name == STATE_CODE or name.startswith(_REPLICA_STATE_PREFIX)
+            else IntegerType()
+        )
+
+    return StructType([StructField(n, kind(n), nullable=False) for n in compact_columns(w)])
+
+
+def check_compact(df: DataFrame) -> DataFrame:
+    """Raise unless ``df`` is a compact partitions table of some width ≥ 1 (no job)."""
+    w = width(df)
+    if w < 1:
+        raise SchemaMismatchError("compact partitions table: no replica_k columns")
+    return check_schema(df, compact_schema(w), f"compact partitions (width {w})")
+
+
+TOPICS_SCHEMA = StructType(
+    [
+        StructField(TOPIC_INDEX, IntegerType(), nullable=False),
+        StructField(TOPIC, StringType(), nullable=False),
+    ]
+)

@@ -1,0 +1,90 @@
+"""Broker sets as Column predicates, and the cluster view the elections read.
+
+The controller knows its brokers on the driver (there are few); partitions are many. A
+``BrokerSet`` turns "is broker b in this set" into the cheapest Column expression: ``isin`` for a
+handful of ids, an O(1) lookup in a literal boolean array for more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+
+_ISIN_LIMIT = 16
+_LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin regardless
+
+
+@dataclass(frozen=True)
+class BrokerSet:
+    """An immutable set of broker ids that builds membership Columns."""
+
+    ids: frozenset[int] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, ids: Iterable[int]) -> BrokerSet:
+        return cls(frozenset(int(b) for b in ids))
+
+    def __contains__(self, broker: int) -> bool:
+        return broker in self.ids
+
+    def __or__(self, other: BrokerSet) -> BrokerSet:
+        return BrokerSet(self.ids | other.ids)
+
+    def __sub__(self, other: BrokerSet) -> BrokerSet:
+        return BrokerSet(self.ids - other.ids)
+
+    def contains(self, broker: Column) -> Column:
+        """True where ``broker`` is in the set; false for EMPTY_SLOT and unknown ids."""
+        if not self.ids:
+            return F.lit(False)
+        top = max(self.ids)
+        if len(self.ids) <= _ISIN_LIMIT or top > _LOOKUP_LIMIT or min(self.ids) < 0:
+            return broker.isin(sorted(self.ids))
+        lookup = F.array(*[F.lit(b in self.ids) for b in range(top + 1)])
+        # ``get`` returns null past either end (no ANSI error), so ids outside count as absent.
+        return F.coalesce(F.get(lookup, broker), F.lit(False))
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What an election needs to know about brokers (spec §0 "live", §7.2).
+
+    ``live`` are registered brokers that are not shutting down; ``shutting_down`` are registered
+    brokers in controlled shutdown. ``offline_dir_mask`` optionally names an int column of the
+    partitions table whose bit k marks replica_k as sitting on a failed log directory.
+    """
+
+    live: BrokerSet
+    shutting_down: BrokerSet = field(default_factory=BrokerSet)
+    controller_epoch: int = 1
+    offline_dir_mask: str | None = None
+
+    def __post_init__(self) -> None:
+        both = self.live.ids & self.shutting_down.ids
+        if both:
+            raise ValueError(
+                f"brokers {sorted(both)} are both live and shutting down; "
+                "live means registered and not in controlled shutdown"
+            )
+
+    @property
+    def live_or_shutting_down(self) -> BrokerSet:
+        return self.live | self.shutting_down
+
+    def _dir_online(self, k: int) -> Column:
+        if self.offline_dir_mask is None:
+            return F.lit(True)
+        return F.col(self.offline_dir_mask).bitwiseAND(F.lit(1 << k)) == 0
+
+    def online(self, k: int) -> Column:
+        """Kafka's ``isReplicaOnline`` for replica position k (excludes shutting-down brokers)."""
+        return self.live.contains(F.col(s.replica_col(k))) & self._dir_online(k)
+
+    def online_or_shutting_down(self, k: int) -> Column:
+        """``isReplicaOnline(..., includeShuttingDownBrokers = true)`` for position k."""
+        return self.live_or_shutting_down.contains(F.col(s.replica_col(k))) & self._dir_online(k)

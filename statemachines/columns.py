@@ -1,0 +1,79 @@
+"""Small Column builders over the fixed-width replica/ISR slots of the compact layout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+
+
+def any_of(cols: Sequence[Column]) -> Column:
+    return reduce(lambda a, b: a | b, cols, F.lit(False))
+
+
+def count_of(cols: Sequence[Column]) -> Column:
+    return reduce(lambda a, b: a + b.cast("int"), cols, F.lit(0))
+
+
+def in_list(broker: Column, members: Sequence[Column]) -> Column:
+    """``broker ∈ members`` for broker-id Columns (EMPTY_SLOT and null never match)."""
+    return (broker != s.EMPTY_SLOT) & any_of(
+        [F.coalesce(m == broker, F.lit(False)) for m in members]
+    )
+
+
+def first_of(candidates: Sequence[tuple[Column, Column]]) -> Column:
+    """The value of the first (condition, value) pair whose condition holds, else null."""
+    expr = F.lit(None).cast("int")
+    for cond, value in reversed(candidates):
+        expr = F.when(cond, value).otherwise(expr)
+    return expr
+
+
+def mask_of(bits: Sequence[Column]) -> Column:
+    """An int whose bit k is set where ``bits[k]`` holds."""
+    return reduce(
+        lambda acc, kb: acc.bitwiseOR(F.when(kb[1], F.lit(1 << kb[0])).otherwise(F.lit(0))),
+        enumerate(bits),
+        F.lit(0),
+    )
+
+
+def bit(mask: Column, k: int) -> Column:
+    return mask.bitwiseAND(F.lit(1 << k)) != 0
+
+
+def compact(
+    values: Sequence[Column], keep: Sequence[Column], pad: Column | None = None
+) -> list[Column]:
+    """``[v for v, k in zip(values, keep) if k]`` padded to len(values) Columns.
+
+    Slot j takes the value whose keep-prefix-count reaches j+1 there: a W² CASE, cheap for the
+    small widths of real replica sets and free of higher-order functions.
+    """
+    fill = F.lit(s.EMPTY_SLOT) if pad is None else pad
+    w = len(values)
+    counts: list[Column] = []
+    running = F.lit(0)
+    for k in range(w):
+        running = running + keep[k].cast("int")
+        counts.append(running)
+    out = []
+    for j in range(w):
+        expr = fill
+        for k in reversed(range(j, w)):
+            expr = F.when(keep[k] & (counts[k] == j + 1), values[k]).otherwise(expr)
+        out.append(expr)
+    return out
+
+
+def replicas(w: int) -> list[Column]:
+    return [F.col(s.replica_col(k)) for k in range(w)]
+
+
+def isr(w: int) -> list[Column]:
+    return [F.col(s.isr_col(k)) for k in range(w)]

@@ -1,0 +1,249 @@
+"""Kafka's four leader-election algorithms as Column expressions, and their strategy wrappers.
+
+Selection functions (spec §7.1) mirror ``PartitionLeaderElectionAlgorithms`` and the oracle in
+``statemachines.reference`` — same names, same argument order, Columns instead of values. The
+assignment order is the priority order. ``assignment`` and ``isr`` are sequences of broker-id
+Columns (EMPTY_SLOT past the end); ``live`` is a sequence of boolean Columns, one per assignment
+position ("replica k is live"), so callers decide what live means (online, or online-or-shutting-
+down). A result of null means "no leader" (Kafka's ``None``).
+
+Strategy wrappers (§7.2) turn a compact partitions table into a ``LeadershipChange``: leader, new
+ISR, epoch+1, zk version+1, the LeaderAndIsr recipients as a position bit mask, and whether the
+choice was unclean. No UDFs: everything is a fused CASE over a few int columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from statemachines import columns as c
+from statemachines import schemas as s
+from statemachines.brokers import ClusterView
+from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
+
+
+def offline_leader(
+    assignment: Sequence[Column],
+    isr: Sequence[Column],
+    live: Sequence[Column],
+    unclean_enabled: Column,
+) -> Column:
+    """First live ISR member in assignment order; else, if unclean is enabled, first live replica."""
+    clean = first_of([(ok & in_list(r, isr), r) for r, ok in zip(assignment, live, strict=True)])
+    unclean = first_of(list(zip(live, assignment, strict=True)))
+    return F.coalesce(clean, F.when(unclean_enabled, unclean))
+
+
+def reassign_leader(
+    target_replicas: Sequence[Column], isr: Sequence[Column], live: Sequence[Column]
+) -> Column:
+    """First target replica that is live and in the ISR."""
+    return first_of(
+        [(ok & in_list(r, isr), r) for r, ok in zip(target_replicas, live, strict=True)]
+    )
+
+
+def preferred_leader(
+    assignment: Sequence[Column], isr: Sequence[Column], live: Sequence[Column]
+) -> Column:
+    """The head of the assignment if it is live and in the ISR; nobody else is considered."""
+    head = assignment[0]
+    return F.when(live[0] & in_list(head, isr), head).otherwise(F.lit(None).cast("int"))
+
+
+def controlled_shutdown_leader(
+    assignment: Sequence[Column],
+    isr: Sequence[Column],
+    live_or_shutting_down: Sequence[Column],
+    shutting_down: Sequence[Column],
+) -> Column:
+    """First replica that is live-or-shutting-down, in the ISR and not shutting down."""
+    return first_of(
+        [
+            (ok & in_list(r, isr) & ~sd, r)
+            for r, ok, sd in zip(assignment, live_or_shutting_down, shutting_down, strict=True)
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Strategy wrappers
+# --------------------------------------------------------------------------------------------
+
+
+def _broker_online(broker: Column, w: int, online: Sequence[Column]) -> Column:
+    """``isReplicaOnline`` for an ISR member: the online flag of its position in the assignment."""
+    return any_of([(F.col(s.replica_col(k)) == broker) & online[k] for k in range(w)])
+
+
+@dataclass(frozen=True)
+class LeadershipChange:
+    """A proposed new leadership per row, as Columns over the compact table."""
+
+    RECIPIENTS = "lair_recipients"
+    UNCLEAN = "unclean"
+
+    ok: Column
+    leader: Column
+    isr: tuple[Column, ...]
+    leader_epoch: Column
+    zk_version: Column
+    recipients: Column
+    unclean: Column
+    failure: Column
+
+    @staticmethod
+    def choose(
+        use_first: Column, first: LeadershipChange, second: LeadershipChange | None
+    ) -> LeadershipChange:
+        """Row-wise ``first if use_first else second`` (a missing ``second`` always fails)."""
+        if second is None:
+            second = _failed(len(first.isr), "no election strategy was given")
+
+        def pick(a: Column, b: Column) -> Column:
+            return F.when(use_first, a).otherwise(b)
+
+        return LeadershipChange(
+            ok=pick(first.ok, second.ok),
+            leader=pick(first.leader, second.leader),
+            isr=tuple(pick(a, b) for a, b in zip(first.isr, second.isr, strict=True)),
+            leader_epoch=pick(first.leader_epoch, second.leader_epoch),
+            zk_version=pick(first.zk_version, second.zk_version),
+            recipients=pick(first.recipients, second.recipients),
+            unclean=pick(first.unclean, second.unclean),
+            failure=pick(first.failure, second.failure),
+        )
+
+
+def _failed(w: int, why: str) -> LeadershipChange:
+    return LeadershipChange(
+        ok=F.lit(False),
+        leader=F.col(s.LEADER),
+        isr=tuple(c.isr(w)),
+        leader_epoch=F.col(s.LEADER_EPOCH),
+        zk_version=F.col(s.ZK_VERSION),
+        recipients=F.lit(0),
+        unclean=F.lit(False),
+        failure=F.lit(why),
+    )
+
+
+def _elected(
+    name: str, leader: Column, isr: Sequence[Column], recipients: Column, unclean: Column
+) -> LeadershipChange:
+    """A successful election is written as epoch+1 with a conditional set (zk version+1)."""
+    return LeadershipChange(
+        ok=leader.isNotNull(),
+        leader=leader,
+        isr=tuple(isr),
+        leader_epoch=F.col(s.LEADER_EPOCH) + 1,
+        zk_version=F.col(s.ZK_VERSION) + 1,
+        recipients=recipients,
+        unclean=unclean,
+        failure=F.lit(f"Failed to elect leader for partition under strategy {name}"),
+    )
+
+
+def initial_leadership(w: int, view: ClusterView) -> LeadershipChange:
+    """NewPartition → OnlinePartition (§5.3a): leader = first online replica, ISR = online ones."""
+    online = [view.online(k) for k in range(w)]
+    live = compact(c.replicas(w), online)
+    any_live = any_of(online)
+    return LeadershipChange(
+        ok=any_live,
+        leader=live[0],
+        isr=tuple(live),
+        leader_epoch=F.lit(s.INITIAL_LEADER_EPOCH),
+        zk_version=F.lit(s.INITIAL_ZK_VERSION),
+        recipients=mask_of(online),
+        unclean=F.lit(False),
+        failure=F.lit("No assigned replica is alive"),
+    )
+
+
+class ElectionStrategy:
+    """One of Kafka's ``PartitionLeaderElectionStrategy`` values."""
+
+    name: str
+
+    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class OfflinePartitionLeaderElectionStrategy(ElectionStrategy):
+    """Offline election; ``unclean_column`` names the per-topic effective unclean flag column.
+
+    With ``allow_unclean`` (the ElectLeaders UNCLEAN path) every partition may go unclean;
+    otherwise the table's ``unclean_column`` decides (topic config over broker default), or
+    unclean election is off when no column is given.
+    """
+
+    allow_unclean: bool = False
+    unclean_column: str | None = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"OfflinePartitionLeaderElectionStrategy({str(self.allow_unclean).lower()})"
+
+    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+        reps, isr = c.replicas(w), c.isr(w)
+        online = [view.online(k) for k in range(w)]
+        if self.allow_unclean:
+            unclean_ok = F.lit(True)
+        elif self.unclean_column is not None:
+            unclean_ok = F.coalesce(F.col(self.unclean_column), F.lit(False))
+        else:
+            unclean_ok = F.lit(False)
+        leader = offline_leader(reps, isr, online, unclean_ok)
+        was_in_isr = in_list(leader, isr)
+        kept = compact(isr, [_broker_online(x, w, online) for x in isr])
+        only_leader = [leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
+        new_isr = [
+            F.when(was_in_isr, a).otherwise(b) for a, b in zip(kept, only_leader, strict=True)
+        ]
+        return _elected(self.name, leader, new_isr, mask_of(online), ~was_in_isr)
+
+
+@dataclass(frozen=True)
+class ReassignPartitionLeaderElectionStrategy(ElectionStrategy):
+    name: str = "ReassignPartitionLeaderElectionStrategy"
+
+    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+        isr = c.isr(w)
+        target = [
+            ~bit(F.col(s.REMOVING_MASK), k) & (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
+            for k in range(w)
+        ]
+        # T = A − removing keeps A's order, so "first of T" is "first of A that is a target".
+        live_targets = [t & view.online(k) for k, t in enumerate(target)]
+        leader = reassign_leader(c.replicas(w), isr, live_targets)
+        return _elected(self.name, leader, isr, mask_of(target), F.lit(False))
+
+
+@dataclass(frozen=True)
+class PreferredReplicaPartitionLeaderElectionStrategy(ElectionStrategy):
+    name: str = "PreferredReplicaPartitionLeaderElectionStrategy"
+
+    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+        reps, isr = c.replicas(w), c.isr(w)
+        leader = preferred_leader(reps, isr, [view.online(k) for k in range(w)])
+        assigned = [r != s.EMPTY_SLOT for r in reps]
+        return _elected(self.name, leader, isr, mask_of(assigned), F.lit(False))
+
+
+@dataclass(frozen=True)
+class ControlledShutdownPartitionLeaderElectionStrategy(ElectionStrategy):
+    name: str = "ControlledShutdownPartitionLeaderElectionStrategy"
+
+    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+        reps, isr = c.replicas(w), c.isr(w)
+        ls = [view.online_or_shutting_down(k) for k in range(w)]
+        sd = [view.shutting_down.contains(r) for r in reps]
+        leader = controlled_shutdown_leader(reps, isr, ls, sd)
+        new_isr = compact(isr, [~view.shutting_down.contains(x) & (x != s.EMPTY_SLOT) for x in isr])
+        return _elected(self.name, leader, new_isr, mask_of(ls), F.lit(False))

@@ -1,0 +1,202 @@
+"""Kafka's partition state machine (``ZkPartitionStateMachine``), in bulk.
+
+States and the states each may be entered from (spec §5.1):
+
+| Target state          | code | Valid previous states                               |
+|-----------------------|------|-----------------------------------------------------|
+| NewPartition          | 0    | NonExistentPartition                                |
+| OnlinePartition       | 1    | NewPartition, OnlinePartition, OfflinePartition     |
+| OfflinePartition      | 2    | NewPartition, OnlinePartition, OfflinePartition     |
+| NonExistentPartition  | 3    | OfflinePartition                                    |
+
+``handle_state_changes`` applies one target state to the selected rows of a compact partitions
+table (see ``schemas``). Invalid transitions are reported in ``result.invalid`` with the current,
+target and allowed states and leave the row untouched, as Kafka logs and skips them. Moving to
+OnlinePartition initialises leader and ISR for NewPartition rows (§5.3a) and runs the given
+election strategy for Online/Offline rows (§5.3b); a failed election leaves the row as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from types import MappingProxyType
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+from statemachines.brokers import ClusterView
+from statemachines.election import (
+    ElectionStrategy,
+    LeadershipChange,
+    initial_leadership,
+)
+from statemachines.states import allowed_names, state_name_column, valid_previous_column
+
+
+class PartitionState(IntEnum):
+    NewPartition = 0
+    OnlinePartition = 1
+    OfflinePartition = 2
+    NonExistentPartition = 3
+
+
+_P = PartitionState
+VALID_PREVIOUS_STATES: MappingProxyType[PartitionState, frozenset[PartitionState]] = (
+    MappingProxyType(
+        {
+            _P.NewPartition: frozenset({_P.NonExistentPartition}),
+            _P.OnlinePartition: frozenset(
+                {_P.NewPartition, _P.OnlinePartition, _P.OfflinePartition}
+            ),
+            _P.OfflinePartition: frozenset(
+                {_P.NewPartition, _P.OnlinePartition, _P.OfflinePartition}
+            ),
+            _P.NonExistentPartition: frozenset({_P.OfflinePartition}),
+        }
+    )
+)
+
+
+class Outcome(IntEnum):
+    """What ``handle_state_changes`` did to a row (column ``outcome`` of ``result.outcomes``)."""
+
+    UNTOUCHED = 0  # not selected
+    STATE_CHANGED = 1  # state recorded, no leadership write
+    LEADERSHIP_WRITTEN = 2  # new leader/ISR written (init or election): epoch and zk version +1
+    FAILED = 3  # valid transition whose init/election failed; row unchanged
+    INVALID = 4  # transition not allowed from the current state; row unchanged
+
+
+OUTCOME = "outcome"
+FAILURE = "failure"
+TARGET = "target"
+SELECTED = "_selected"
+
+
+@dataclass(frozen=True)
+class StateChangeResult:
+    """The lazy outputs of one bulk transition; the controller materialises ``outcomes`` once.
+
+    ``outcomes`` is the whole new table plus ``outcome`` (an ``Outcome`` code), ``failure`` (why
+    an init/election failed), ``lair_recipients`` (bit k: replica_k gets a LeaderAndIsr) and
+    ``unclean`` (the leader came from outside the ISR). The other views are projections of it.
+    """
+
+    outcomes: DataFrame
+    target: PartitionState
+
+    @property
+    def partitions(self) -> DataFrame:
+        return self.outcomes.select(*s.compact_columns(s.width(self.outcomes)))
+
+    @property
+    def invalid(self) -> DataFrame:
+        """Rows whose transition Kafka would reject: key, current state, target, allowed states."""
+        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.INVALID)).select(
+            s.TOPIC_INDEX,
+            s.PARTITION,
+            state_name_column(F.col(s.STATE_CODE), PartitionState).alias("current_state"),
+            F.lit(self.target.name).alias("target_state"),
+            F.lit(allowed_names(self.target, VALID_PREVIOUS_STATES)).alias("valid_previous_states"),
+        )
+
+    @property
+    def changed_leadership(self) -> DataFrame:
+        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN))
+
+    @property
+    def failed(self) -> DataFrame:
+        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.FAILED)).select(
+            s.TOPIC_INDEX, s.PARTITION, FAILURE
+        )
+
+
+def _selection(df: DataFrame, targets: Column | DataFrame) -> DataFrame:
+    """``df`` with a boolean ``_selected``: a predicate, or a DataFrame of (topic_index, partition)."""
+    if isinstance(targets, Column):
+        return df.withColumn(SELECTED, F.coalesce(targets, F.lit(False)))
+    keys = targets.select(s.TOPIC_INDEX, s.PARTITION).distinct().withColumn(SELECTED, F.lit(True))
+    joined = df.join(keys, [s.TOPIC_INDEX, s.PARTITION], "left")
+    return joined.withColumn(SELECTED, F.coalesce(F.col(SELECTED), F.lit(False)))
+
+
+def handle_state_changes(
+    state_df: DataFrame,
+    targets: Column | DataFrame,
+    target_state: PartitionState,
+    view: ClusterView | None = None,
+    strategy: ElectionStrategy | None = None,
+) -> StateChangeResult:
+    """Move the selected partitions to ``target_state`` (Kafka's ``handleStateChanges``).
+
+    ``targets`` is a boolean Column over the table or a DataFrame of (topic_index, partition)
+    keys. ``view`` (live / shutting-down brokers, controller epoch) is needed for
+    OnlinePartition; ``strategy`` is needed when Online/Offline partitions are to be elected.
+    """
+    s.check_compact(state_df)
+    w = s.width(state_df)
+    current = F.col(s.STATE_CODE)
+    df = _selection(state_df, targets)
+    valid = valid_previous_column(current, target_state, VALID_PREVIOUS_STATES)
+    selected = F.col(SELECTED)
+
+    if target_state != PartitionState.OnlinePartition:
+        out = df.select(
+            *[c for c in df.columns if c not in (s.STATE_CODE, SELECTED)],
+            F.when(selected & valid, F.lit(int(target_state)).cast("byte"))
+            .otherwise(current)
+            .alias(s.STATE_CODE),
+            F.when(~selected, int(Outcome.UNTOUCHED))
+            .when(valid, int(Outcome.STATE_CHANGED))
+            .otherwise(int(Outcome.INVALID))
+            .alias(OUTCOME),
+            F.lit(None).cast("string").alias(FAILURE),
+            F.lit(0).alias(LeadershipChange.RECIPIENTS),
+            F.lit(False).alias(LeadershipChange.UNCLEAN),
+        )
+        return StateChangeResult(out.select(*s.compact_columns(w), *_RESULT_COLS), target_state)
+
+    if view is None:
+        raise ValueError("OnlinePartition needs the cluster view (live and shutting-down brokers)")
+    from_new = current == int(PartitionState.NewPartition)
+    init = initial_leadership(w, view)
+    # Without a strategy only NewPartition rows can move; Kafka requires one for elections.
+    elect = None if strategy is None else strategy.change(w, view)
+    change = LeadershipChange.choose(from_new, init, elect)
+    attempted = selected & valid
+    written = attempted & change.ok
+    out = df.select(
+        s.TOPIC_INDEX,
+        s.PARTITION,
+        *(s.replica_col(k) for k in range(w)),
+        *(
+            F.when(written, change.isr[k]).otherwise(F.col(s.isr_col(k))).alias(s.isr_col(k))
+            for k in range(w)
+        ),
+        *(s.replica_state_col(k) for k in range(w)),
+        s.ADDING_MASK,
+        s.REMOVING_MASK,
+        F.when(written, change.leader).otherwise(F.col(s.LEADER)).alias(s.LEADER),
+        F.when(written, change.leader_epoch).otherwise(F.col(s.LEADER_EPOCH)).alias(s.LEADER_EPOCH),
+        F.when(written, change.zk_version).otherwise(F.col(s.ZK_VERSION)).alias(s.ZK_VERSION),
+        F.when(written, F.lit(view.controller_epoch))
+        .otherwise(F.col(s.CONTROLLER_EPOCH))
+        .alias(s.CONTROLLER_EPOCH),
+        F.when(written, F.lit(int(PartitionState.OnlinePartition)).cast("byte"))
+        .otherwise(current)
+        .alias(s.STATE_CODE),
+        F.when(~selected, int(Outcome.UNTOUCHED))
+        .when(~valid, int(Outcome.INVALID))
+        .when(change.ok, int(Outcome.LEADERSHIP_WRITTEN))
+        .otherwise(int(Outcome.FAILED))
+        .alias(OUTCOME),
+        F.when(attempted & ~change.ok, change.failure).alias(FAILURE),
+        F.when(written, change.recipients).otherwise(0).alias(LeadershipChange.RECIPIENTS),
+        (written & change.unclean).alias(LeadershipChange.UNCLEAN),
+    )
+    return StateChangeResult(out, target_state)
+
+
+_RESULT_COLS = (OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)

@@ -1,0 +1,262 @@
+"""Kafka's replica state machine (``ZkReplicaStateMachine``), in bulk.
+
+States and the states each may be entered from (spec §6.1):
+
+| Target state               | code | Valid previous states                                              |
+|----------------------------|------|--------------------------------------------------------------------|
+| NewReplica                 | 1    | NonExistentReplica                                                 |
+| OnlineReplica              | 2    | NewReplica, OnlineReplica, OfflineReplica, ReplicaDeletionIneligible |
+| OfflineReplica             | 3    | NewReplica, OnlineReplica, OfflineReplica, ReplicaDeletionIneligible |
+| ReplicaDeletionStarted     | 4    | OfflineReplica                                                     |
+| ReplicaDeletionSuccessful  | 5    | ReplicaDeletionStarted                                             |
+| ReplicaDeletionIneligible  | 6    | OfflineReplica, ReplicaDeletionStarted                             |
+| NonExistentReplica         | 7    | ReplicaDeletionSuccessful                                          |
+
+Replica states live in the compact partitions table, one ``replica_state_k`` column per replica
+position, so a transition is a per-row expression over W positions instead of a join with a
+table of 3× as many rows. Side effects on the partition (§6.3):
+
+* → OfflineReplica removes the replica from the ISR of partitions with leadership: leader -1 if
+  it led, the last ISR member is never removed, and every removal is one ZK write (epoch+1,
+  zk version+1). Several replicas of one partition are removed in ascending broker order, as the
+  controller handles them broker by broker.
+* → NewReplica fails (logged, state unchanged) for a replica that is its partition's leader.
+* → NonExistentReplica removes the replica from the assignment (and adding/removing lists).
+
+Invalid transitions come back in ``result.invalid`` and leave the replica untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import reduce
+from types import MappingProxyType
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+from statemachines.columns import compact, in_list
+from statemachines.states import allowed_names, state_name_column, valid_previous_column
+
+
+class ReplicaState(IntEnum):
+    NewReplica = 1
+    OnlineReplica = 2
+    OfflineReplica = 3
+    ReplicaDeletionStarted = 4
+    ReplicaDeletionSuccessful = 5
+    ReplicaDeletionIneligible = 6
+    NonExistentReplica = 7
+
+
+_R = ReplicaState
+VALID_PREVIOUS_STATES: MappingProxyType[ReplicaState, frozenset[ReplicaState]] = MappingProxyType(
+    {
+        _R.NewReplica: frozenset({_R.NonExistentReplica}),
+        _R.OnlineReplica: frozenset(
+            {_R.NewReplica, _R.OnlineReplica, _R.OfflineReplica, _R.ReplicaDeletionIneligible}
+        ),
+        _R.OfflineReplica: frozenset(
+            {_R.NewReplica, _R.OnlineReplica, _R.OfflineReplica, _R.ReplicaDeletionIneligible}
+        ),
+        _R.ReplicaDeletionStarted: frozenset({_R.OfflineReplica}),
+        _R.ReplicaDeletionSuccessful: frozenset({_R.ReplicaDeletionStarted}),
+        _R.ReplicaDeletionIneligible: frozenset({_R.OfflineReplica, _R.ReplicaDeletionStarted}),
+        _R.NonExistentReplica: frozenset({_R.ReplicaDeletionSuccessful}),
+    }
+)
+
+ISR_WRITES = "isr_writes"
+_TARGET_BROKERS = "_target_brokers"
+
+ReplicaSelector = BrokerSet | Callable[[Column, int], Column] | DataFrame
+
+
+def _selected(df: DataFrame, targets: ReplicaSelector, w: int) -> tuple[DataFrame, list[Column]]:
+    """Per position k, whether replica_k is a target; a DataFrame of keys is joined in once."""
+    reps = [F.col(s.replica_col(k)) for k in range(w)]
+    if isinstance(targets, BrokerSet):
+        return df, [targets.contains(r) for r in reps]
+    if isinstance(targets, DataFrame):
+        keys = targets.groupBy(s.TOPIC_INDEX, s.PARTITION).agg(
+            F.collect_set(s.BROKER).alias(_TARGET_BROKERS)
+        )
+        joined = df.join(keys, [s.TOPIC_INDEX, s.PARTITION], "left")
+        arr = F.coalesce(F.col(_TARGET_BROKERS), F.array().cast("array<int>"))
+        return joined, [F.array_contains(arr, r) for r in reps]
+    return df, [F.coalesce(targets(r, k), F.lit(False)) for k, r in enumerate(reps)]
+
+
+@dataclass(frozen=True)
+class ReplicaStateChangeResult:
+    """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes`` per row."""
+
+    outcomes: DataFrame
+    invalid: DataFrame
+    failed: DataFrame
+    target: ReplicaState
+
+    @property
+    def partitions(self) -> DataFrame:
+        return self.outcomes.select(*s.compact_columns(s.width(self.outcomes)))
+
+
+def _per_replica_report(
+    df: DataFrame, w: int, flags: list[Column], extra: dict[str, Column]
+) -> DataFrame:
+    """One row per flagged (partition, position): key, broker, current state and ``extra``."""
+    any_flag = reduce(lambda a, b: a | b, flags, F.lit(False))
+    entries = F.array(
+        *[
+            F.struct(
+                flags[k].alias("flag"),
+                F.col(s.replica_col(k)).alias(s.BROKER),
+                F.col(s.replica_state_col(k)).alias("code"),
+            )
+            for k in range(w)
+        ]
+    )
+    exploded = (
+        df.where(any_flag)
+        .select(s.TOPIC_INDEX, s.PARTITION, F.explode(entries).alias("e"))
+        .where(F.col("e.flag"))
+    )
+    return exploded.select(
+        s.TOPIC_INDEX,
+        s.PARTITION,
+        F.col("e." + s.BROKER).alias(s.BROKER),
+        state_name_column(F.col("e.code"), ReplicaState).alias("current_state"),
+        *[v.alias(k) for k, v in extra.items()],
+    )
+
+
+def handle_state_changes(
+    state_df: DataFrame, targets: ReplicaSelector, target_state: ReplicaState
+) -> ReplicaStateChangeResult:
+    """Move the selected replicas to ``target_state`` (Kafka's ``handleStateChanges``).
+
+    ``targets``: a ``BrokerSet`` (every replica on those brokers), a predicate
+    ``(broker Column, position) -> Column``, or a DataFrame of (topic_index, partition, broker).
+    """
+    s.check_compact(state_df)
+    w = s.width(state_df)
+    df, chosen = _selected(state_df, targets, w)
+    codes = [F.col(s.replica_state_col(k)) for k in range(w)]
+    present = [F.col(s.replica_col(k)) != s.EMPTY_SLOT for k in range(w)]
+    valid = [valid_previous_column(c, target_state, VALID_PREVIOUS_STATES) for c in codes]
+    sel = [chosen[k] & present[k] for k in range(w)]
+    invalid_flags = [sel[k] & ~valid[k] for k in range(w)]
+    apply = [sel[k] & valid[k] for k in range(w)]
+
+    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+    failed_flags = [F.lit(False)] * w
+    if target_state == ReplicaState.NewReplica:
+        failed_flags = [
+            a & has_leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
+            for k, a in enumerate(apply)
+        ]
+        apply = [a & ~f for a, f in zip(apply, failed_flags, strict=True)]
+
+    target_code = F.lit(int(target_state)).cast("byte")
+    new_states = [F.when(a, target_code).otherwise(c) for a, c in zip(apply, codes, strict=True)]
+    columns: dict[str, Column] = {c: F.col(c) for c in s.compact_columns(w)}
+    for k in range(w):
+        columns[s.replica_state_col(k)] = new_states[k]
+    columns[ISR_WRITES] = F.lit(0)
+
+    if target_state == ReplicaState.OfflineReplica:
+        columns.update(_remove_from_isr(w, apply, has_leadership))
+    elif target_state == ReplicaState.NonExistentReplica:
+        columns.update(_remove_from_assignment(w, apply, new_states))
+
+    outcomes = df.select(*[v.alias(k) for k, v in columns.items()])
+    allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
+    invalid = _per_replica_report(
+        df,
+        w,
+        invalid_flags,
+        {
+            "target_state": F.lit(target_state.name),
+            "valid_previous_states": F.lit(allowed),
+        },
+    )
+    failed = _per_replica_report(
+        df,
+        w,
+        failed_flags,
+        {"failure": F.lit("Replica is the partition's leader and cannot become NewReplica")},
+    )
+    return ReplicaStateChangeResult(outcomes, invalid, failed, target_state)
+
+
+def _remove_from_isr(w: int, apply: list[Column], has_leadership: Column) -> dict[str, Column]:
+    """Closed form of removing each applied replica from the ISR in ascending broker order.
+
+    Every removed replica that is in the ISR costs one write. Members not removed keep their
+    order; if all ISR members are removed, the last one processed (the largest id) stays, and
+    the leader becomes -1 if it was removed.
+    """
+    reps = [F.col(s.replica_col(k)) for k in range(w)]
+    isr = [F.col(s.isr_col(k)) for k in range(w)]
+    removed = [has_leadership & a for a in apply]
+
+    def is_removed(broker: Column) -> Column:
+        return reduce(
+            lambda acc, k: acc | (removed[k] & (reps[k] == broker)), range(w), F.lit(False)
+        )
+
+    gone = [(x != s.EMPTY_SLOT) & is_removed(x) for x in isr]
+    stays = [(x != s.EMPTY_SLOT) & ~g for x, g in zip(isr, gone, strict=True)]
+    any_stays = reduce(lambda a, b: a | b, stays, F.lit(False))
+    writes = reduce(lambda a, g: a + g.cast("int"), gone, F.lit(0))
+    survivor = (
+        F.greatest(*[F.when(g, x) for x, g in zip(isr, gone, strict=True)]) if w > 1 else isr[0]
+    )
+    kept = compact(isr, stays)
+    alone = [survivor] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
+    new_isr = [F.when(any_stays, a).otherwise(b) for a, b in zip(kept, alone, strict=True)]
+    leader = F.col(s.LEADER)
+    leader_removed = in_list(leader, [F.when(r, reps[k]) for k, r in enumerate(removed)])
+    touched = writes > 0
+    out = {s.isr_col(k): F.when(touched, new_isr[k]).otherwise(isr[k]) for k in range(w)}
+    out[s.LEADER] = F.when(touched & leader_removed, F.lit(s.NO_LEADER)).otherwise(leader)
+    out[s.LEADER_EPOCH] = F.col(s.LEADER_EPOCH) + writes
+    out[s.ZK_VERSION] = F.col(s.ZK_VERSION) + writes
+    out[ISR_WRITES] = writes
+    return out
+
+
+def _remove_from_assignment(
+    w: int, apply: list[Column], new_states: list[Column]
+) -> dict[str, Column]:
+    """Drop the applied positions from the assignment, shifting later positions left."""
+    keep = [~a & (F.col(s.replica_col(k)) != s.EMPTY_SLOT) for k, a in enumerate(apply)]
+    reps = compact([F.col(s.replica_col(k)) for k in range(w)], keep)
+    states = compact([c.cast("int") for c in new_states], keep)
+
+    def shifted(mask: str) -> Column:
+        bits = compact(
+            [F.col(mask).bitwiseAND(F.lit(1 << k)).cast("boolean").cast("int") for k in range(w)],
+            keep,
+        )
+        return reduce(
+            lambda acc, j: acc.bitwiseOR(F.when(bits[j] == 1, F.lit(1 << j)).otherwise(F.lit(0))),
+            range(w),
+            F.lit(0),
+        )
+
+    out = {s.replica_col(k): reps[k] for k in range(w)}
+    # Emptied slots read as NonExistentReplica: there is no replica there any more.
+    for k in range(w):
+        out[s.replica_state_col(k)] = (
+            F.when(reps[k] == s.EMPTY_SLOT, F.lit(int(ReplicaState.NonExistentReplica)))
+            .otherwise(states[k])
+            .cast("byte")
+        )
+    out[s.ADDING_MASK] = shifted(s.ADDING_MASK)
+    out[s.REMOVING_MASK] = shifted(s.REMOVING_MASK)
+    return out

@@ -140,6 +140,16 @@ def _ops(row: StateRow) -> list[tuple[str, str, bytes, int]]:
     return [("set", state, data, expected)]
 
 
+def _row_of_op(batch: list[StateRow], op_index: int) -> int:
+    """Index of the row whose ops include multi op ``op_index`` (op 0 is the epoch check)."""
+    end = 1
+    for i, row in enumerate(batch):
+        end += len(_ops(row))
+        if op_index < end:
+            return i
+    raise IndexError(op_index)
+
+
 def write_batches(
     kz: KazooClient,
     rows: Iterable[StateRow],
@@ -203,11 +213,7 @@ def write_batches(
                 continue
             if culprit == 0 or type(results[culprit]) not in ERROR_CODES:
                 raise_for_fenced_results(results, epoch_zk_version)
-            op_index = 1
-            for row_index, row in enumerate(batch):
-                op_index += len(_ops(row))
-                if op_index > culprit:
-                    break
+            row_index = _row_of_op(batch, culprit)
             yield batch[row_index], ERROR_CODES[type(results[culprit])]
             rest = batch[:row_index] + batch[row_index + 1 :]
             if rest:

@@ -20,6 +20,7 @@ State transitions of a client (``KazooState`` seen by listeners):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -361,10 +362,8 @@ class InMemoryClient:
             for part in path.strip("/").split("/"):
                 prefix = f"{prefix}/{part}"
                 if self.store.tree.lookup(prefix) is None:
-                    try:
+                    with contextlib.suppress(NodeExistsError):
                         self.store.run(lambda st, p=prefix: st.create(p, b""))
-                    except NodeExistsError:
-                        pass
             return True
 
     def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:

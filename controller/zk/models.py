@@ -28,7 +28,7 @@ class ControllerZNodeData(BaseModel):
     )
     brokerid: int = Field(description="Broker id of the active controller.")
     timestamp: str = Field(description="Election time in ms since the epoch, as a decimal string.")
-    kraftControllerEpoch: int | None = Field(  # noqa: N815 - Kafka's field name
+    kraftControllerEpoch: int | None = Field(
         None, description="KRaft controller epoch (-1 when none); version 2 only."
     )
 

@@ -26,6 +26,7 @@ reads use pipelined ``multiRead`` requests and build the result through Arrow.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -123,7 +124,7 @@ class PartitionStateStore:
         kz = self._kazoo().kazoo
         topics = sorted(kz.get_children(BROKER_TOPICS)) if kz.exists(BROKER_TOPICS) else []
         paths = [TopicPartitionsZNode.path(t) for t in topics]
-        for (path, result), topic in zip(
+        for (_path, result), topic in zip(
             multi_read(kz, GET_CHILDREN, paths, self.max_ops, self.window), topics, strict=True
         ):
             if isinstance(result, list):
@@ -218,8 +219,6 @@ class PartitionStateStore:
             return True
         if self.client.exists(TopicZNode.path(topic)) is None:
             return False
-        try:
+        with contextlib.suppress(NodeExistsError):
             fenced.create(path)
-        except NodeExistsError:
-            pass
         return True

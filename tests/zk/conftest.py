@@ -17,7 +17,7 @@ from kazoo.protocol.states import KazooState
 from controller.zk import InMemoryZooKeeper, KazooZkClient, ZkClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from zk_server import ZooKeeperServer  # noqa: E402
+from zk_server import ZooKeeperServer
 
 _SERVER: dict[str, ZooKeeperServer] = {}
 

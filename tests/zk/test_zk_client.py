@@ -15,6 +15,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
+from zk_helpers import elect
 
 from controller.zk import ControllerMovedError, FencedWriter
 from controller.zk.fencing import Create, Delete, SetData
@@ -195,24 +196,9 @@ def test_stop_closes_the_session(zk) -> None:
     assert b.exists("/eph") is None
 
 
-def _elect(client, broker_id: int) -> int:
-    """Kafka's election multi (spec §3.2): create /controller, bump /controller_epoch."""
-    if client.exists("/controller_epoch") is None:
-        client.create("/controller_epoch", b"0")
-    data, stat = client.get("/controller_epoch")
-    t = client.transaction()
-    t.create(
-        "/controller", b'{"version":1,"brokerid":%d,"timestamp":"1"}' % broker_id, ephemeral=True
-    )
-    t.set_data("/controller_epoch", str(int(data) + 1).encode(), stat.version)
-    results = t.commit()
-    assert not any(isinstance(r, Exception) for r in results), results
-    return results[1].version
-
-
 def test_fenced_write_fails_after_another_controller_bumps_the_epoch(zk) -> None:
     a, b = zk.client(), zk.client()
-    version = _elect(a, 1)
+    version = elect(a, 1)
     assert version == 1
     fenced = FencedWriter(a, version)
     assert fenced.create("/admin", b"") == "/admin"
@@ -223,7 +209,7 @@ def test_fenced_write_fails_after_another_controller_bumps_the_epoch(zk) -> None
         fenced.delete("/admin/missing")
 
     zk.expire(a)  # a loses /controller; b wins with a newer epoch
-    version_b = _elect(b, 2)
+    version_b = elect(b, 2)
     assert version_b == 2
     with pytest.raises(ControllerMovedError):
         fenced.set("/admin", b"zombie")

@@ -1,0 +1,224 @@
+"""Write a cluster into ZooKeeper in Kafka's layout, and read a Kafka-layout tree back.
+
+``bootstrap_cluster(client, brokers, partitions)`` takes a partitions DataFrame (``PARTITIONS_SCHEMA``)
+and broker registrations and writes: the persistent paths a broker creates (spec §3.1),
+``/controller_epoch`` if missing, ``/brokers/ids/<id>`` (ephemeral, owned by ``client``'s session),
+``/brokers/topics/<t>`` (version 3: full replica set and reassignment maps, built per topic by
+Spark), and the partition-state znodes of every partition that has left ``NewPartition`` (Kafka
+creates a state znode only when it first elects a leader), through the fenced bulk store.
+
+``read_cluster(client, spark)`` is the reverse and only reads, so it also snapshots a real ZK-mode
+Kafka cluster: point a client at its ZooKeeper (with the chroot) and get the state tables. A
+partition without a state znode is ``NewPartition``; with one it is ``OnlinePartition`` when its
+leader is a registered broker, else ``OfflinePartition`` (Kafka's startup initialisation, §5.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from controller.zk.kazoo_bulk import GET_DATA, multi_read
+from controller.zk.kazoo_client import KazooZkClient
+from controller.zk.models import BrokerRegistration
+from controller.zk.partition_store import NEW_PARTITION_VERSION, PartitionStateStore
+from controller.zk.paths import (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONTROLLER_EPOCH,
+    PERSISTENT_PATHS,
+    BrokerIdZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    TopicZNode,
+)
+from controller.zk.protocol import ZkClient
+from statemachines.schemas import (
+    ADDING_REPLICAS,
+    ISR,
+    LEADER,
+    LEADER_EPOCH,
+    NO_EPOCH,
+    NO_LEADER,
+    PARTITION,
+    PARTITIONS_SCHEMA,
+    REMOVING_REPLICAS,
+    REPLICAS,
+    STATE,
+    TOPIC,
+    ZK_VERSION,
+    check_partitions,
+)
+from statemachines.schemas import (
+    CONTROLLER_EPOCH as CONTROLLER_EPOCH_COL,
+)
+
+_NO_STATE_ZNODE = ("NewPartition", "NonExistentPartition")
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """What ``read_cluster`` found."""
+
+    brokers: dict[int, BrokerRegistration]
+    partitions: DataFrame
+    controller_id: int
+    controller_epoch: int
+    controller_epoch_zk_version: int
+
+
+def _topic_json(df: DataFrame) -> DataFrame:
+    """One row per topic with its ``/brokers/topics/<t>`` payload (version 3), built by Spark."""
+
+    def as_map(column: str, only_non_empty: bool) -> Any:
+        entries = F.struct(F.col(PARTITION).cast("string"), F.col(column))
+        keep = F.size(F.col(column)) > 0 if only_non_empty else F.lit(True)
+        return F.map_from_entries(F.collect_list(F.when(keep, entries)))
+
+    return df.groupBy(TOPIC).agg(
+        F.to_json(
+            F.struct(
+                F.lit(3).alias("version"),
+                as_map(REPLICAS, False).alias("partitions"),
+                as_map(ADDING_REPLICAS, True).alias("adding_replicas"),
+                as_map(REMOVING_REPLICAS, True).alias("removing_replicas"),
+            )
+        ).alias("json")
+    )
+
+
+def _chunked_multi(client: ZkClient, ops: Iterable[tuple[str, bytes]], max_bytes: int) -> None:
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+
+    def flush() -> None:
+        txn = client.transaction()
+        for path, data in batch:
+            txn.create(path, data)
+        for result in txn.commit():
+            if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
+                raise result
+
+    for path, data in ops:
+        if batch and (len(batch) >= 1000 or size + len(data) > max_bytes):
+            flush()
+            batch, size = [], 0
+        batch.append((path, data))
+        size += len(data) + len(path)
+    if batch:
+        flush()
+
+
+def bootstrap_cluster(
+    client: ZkClient,
+    brokers: Mapping[int, BrokerRegistration],
+    partitions: DataFrame,
+    max_bytes: int = 512 * 1024,
+) -> DataFrame:
+    """Write ``brokers`` and ``partitions`` in Kafka's layout; returns the state rows not written."""
+    check_partitions(partitions)
+    for path in PERSISTENT_PATHS:
+        client.ensure_path(path)
+    if client.exists(CONTROLLER_EPOCH) is None:
+        with contextlib.suppress(NodeExistsError):
+            client.create(CONTROLLER_EPOCH, ControllerEpochZNode.encode(0))
+    for broker_id, registration in sorted(brokers.items()):
+        client.create(
+            BrokerIdZNode.path(broker_id), BrokerIdZNode.encode(registration), ephemeral=True
+        )
+    topics = _topic_json(partitions).toLocalIterator(True)
+    _chunked_multi(client, ((TopicZNode.path(r[0]), r[1].encode()) for r in topics), max_bytes)
+    epoch_version = client.exists(CONTROLLER_EPOCH).version  # type: ignore[union-attr]
+    with_state = partitions.filter(~F.col(STATE).isin(*_NO_STATE_ZNODE)).select(
+        TOPIC, PARTITION, LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH_COL,
+        F.lit(NEW_PARTITION_VERSION).alias(ZK_VERSION),
+    )  # fmt: skip
+    return PartitionStateStore(client).write_states(with_state, epoch_version)
+
+
+def _read_many(client: ZkClient, paths: list[str]) -> Iterator[tuple[str, Any]]:
+    if isinstance(client, KazooZkClient):
+        yield from multi_read(client.kazoo, GET_DATA, paths, 1000, 8)
+        return
+    for path in paths:
+        try:
+            yield path, client.get(path)
+        except NoNodeError as exc:
+            yield path, exc
+
+
+def _assignments(client: ZkClient, spark: SparkSession) -> DataFrame:
+    topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
+    cols: dict[str, list[Any]] = {
+        c: [] for c in (TOPIC, PARTITION, REPLICAS, ADDING_REPLICAS, REMOVING_REPLICAS)
+    }
+    paths = [TopicZNode.path(t) for t in topics]
+    for path, result in _read_many(client, paths):
+        if isinstance(result, NoNodeError):
+            continue  # deleted meanwhile
+        if isinstance(result, Exception):
+            raise result
+        assignment = TopicZNode.decode(result[0], path)
+        adding, removing = assignment.adding_replicas or {}, assignment.removing_replicas or {}
+        for key, replicas in assignment.partitions.items():
+            cols[TOPIC].append(path.rsplit("/", 1)[1])
+            cols[PARTITION].append(int(key))
+            cols[REPLICAS].append(replicas)
+            cols[ADDING_REPLICAS].append(adding.get(key, []))
+            cols[REMOVING_REPLICAS].append(removing.get(key, []))
+    ints = pa.list_(pa.int32())
+    schema = pa.schema([(TOPIC, pa.string()), (PARTITION, pa.int32()), (REPLICAS, ints),
+                        (ADDING_REPLICAS, ints), (REMOVING_REPLICAS, ints)])  # fmt: skip
+    table = pa.table(cols, schema=schema)
+    fields = [PARTITIONS_SCHEMA[c] for c in schema.names]
+    from pyspark.sql.types import StructType
+
+    return spark.createDataFrame(table.to_pandas(), StructType(fields))
+
+
+def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
+    """Read brokers, controller and every partition of a Kafka-layout tree (read-only)."""
+    broker_ids = (
+        sorted(int(b) for b in client.get_children(BROKER_IDS)) if client.exists(BROKER_IDS) else []
+    )
+    brokers = {
+        int(path.rsplit("/", 1)[1]): BrokerIdZNode.decode(result[0], path)
+        for path, result in _read_many(client, [BrokerIdZNode.path(b) for b in broker_ids])
+        if not isinstance(result, Exception)
+    }
+    controller_id, epoch, epoch_version = -1, 0, -1
+    if (stat := client.exists(CONTROLLER_EPOCH)) is not None:
+        data, stat = client.get(CONTROLLER_EPOCH)
+        epoch, epoch_version = ControllerEpochZNode.decode(data), stat.version
+    with contextlib.suppress(NoNodeError):
+        controller_id = ControllerZNode.decode(client.get(ControllerZNode.path())[0]).brokerid
+    states = PartitionStateStore(client).read_states(spark)
+    live = F.col(LEADER).isin(*brokers) if brokers else F.lit(False)
+    partitions = (
+        _assignments(client, spark)
+        .join(states, [TOPIC, PARTITION], "left")
+        .select(
+            TOPIC,
+            PARTITION,
+            REPLICAS,
+            ADDING_REPLICAS,
+            REMOVING_REPLICAS,
+            F.coalesce(ISR, F.array().cast("array<int>")).alias(ISR),
+            F.coalesce(LEADER, F.lit(NO_LEADER)).alias(LEADER),
+            F.coalesce(LEADER_EPOCH, F.lit(NO_EPOCH)).alias(LEADER_EPOCH),
+            F.coalesce(ZK_VERSION, F.lit(NEW_PARTITION_VERSION)).alias(ZK_VERSION),
+            F.coalesce(CONTROLLER_EPOCH_COL, F.lit(NO_EPOCH)).alias(CONTROLLER_EPOCH_COL),
+            F.when(F.col(ZK_VERSION).isNull(), "NewPartition")
+            .when(live, "OnlinePartition")
+            .otherwise("OfflinePartition")
+            .alias(STATE),
+        )
+    )
+    return ClusterSnapshot(brokers, partitions, controller_id, epoch, epoch_version)

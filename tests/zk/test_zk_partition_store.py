@@ -1,0 +1,181 @@
+"""Bulk partition-state store on both backends: round trips, version checks, fencing, interop."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+from kazoo.protocol.states import EventType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from zk_helpers import elect
+
+from controller.zk import (
+    NEW_PARTITION_VERSION,
+    STATES_SCHEMA,
+    ControllerMovedError,
+    MalformedZnodeError,
+    PartitionStateStore,
+    changed_states,
+)
+from controller.zk.paths import PartitionStateZNode
+from statemachines.schemas import LEADER_EPOCH, PARTITION, TOPIC, ZK_VERSION, schema_problems
+
+
+def _cluster(zk, topics: list[str]):
+    client = zk.client()
+    client.ensure_path("/brokers/topics")
+    for topic in topics:
+        client.create(f"/brokers/topics/{topic}", b'{"version":3,"partitions":{}}')
+    return client, elect(client, 1)
+
+
+def _states(
+    spark: SparkSession, n: int, n_topics: int, version: int = NEW_PARTITION_VERSION
+) -> DataFrame:
+    df = spark.range(n).select(
+        F.concat(F.lit("t"), (F.col("id") % n_topics).cast("string")).alias(TOPIC),
+        (F.col("id") / n_topics).cast("int").alias(PARTITION),
+        (F.col("id") % 5).cast("int").alias("leader"),
+        F.lit(0).alias(LEADER_EPOCH),
+        F.array((F.col("id") % 5).cast("int"), ((F.col("id") + 1) % 5).cast("int")).alias("isr"),
+        F.lit(1).alias("controller_epoch"),
+        F.lit(version).alias(ZK_VERSION),
+    )
+    return df
+
+
+def _rows(df: DataFrame) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def test_bulk_round_trip_of_100k_partition_states(zk, spark) -> None:
+    n, topics = 100_000, [f"t{i}" for i in range(10)]
+    client, epoch_version = _cluster(zk, topics)
+    store = PartitionStateStore(client)
+    assert store.write_states(_states(spark, n, 10), epoch_version).count() == 0
+
+    read = store.read_states(spark)
+    assert read.columns == STATES_SCHEMA.names
+    assert schema_problems(read.schema, STATES_SCHEMA) == []
+    expected = _states(spark, n, 10, version=0)
+    assert read.count() == n
+    assert read.exceptAll(expected).count() == 0  # same count, unique keys: equal
+    assert sorted(client.get_children("/brokers/topics/t3/partitions"), key=int)[:3] == [
+        "0",
+        "1",
+        "2",
+    ]
+    assert client.get_children("/brokers/topics/t3/partitions/7") == ["state"]
+
+    # Bump the leader epoch of 1,000 partitions with the versions just read.
+    subset = read.filter(F.col(PARTITION) < 100)
+    bumped = subset.withColumn(LEADER_EPOCH, F.col(LEADER_EPOCH) + 1)
+    assert store.write_states(bumped, epoch_version).count() == 0
+    stale = store.write_states(bumped, epoch_version)  # same expected versions again
+    assert stale.count() == 1000 and {r.error for r in stale.collect()} == {"BADVERSION"}
+    after = store.read_states(spark, subset.select(TOPIC, PARTITION))
+    assert after.count() == 1000
+    assert after.agg(F.min(LEADER_EPOCH), F.max(LEADER_EPOCH), F.min(ZK_VERSION)).first() == (
+        1,
+        1,
+        1,
+    )
+
+
+def test_create_update_errors_per_row(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    rows = [
+        ("a", 0, 1, 0, [1, 2], 1, -1),
+        ("a", 1, 2, 0, [2, 1], 1, -1),
+    ]
+    assert (
+        store.write_states(spark.createDataFrame(rows, STATES_SCHEMA), epoch_version).count() == 0
+    )
+    attempt = [
+        ("a", 0, 1, 1, [1], 1, -1),  # exists already
+        ("nope", 0, 1, 0, [1], 1, -1),  # no topic znode
+        ("a", 5, 1, 1, [1], 1, 0),  # no state to update
+        ("a", 1, 2, 1, [2], 1, 3),  # wrong version
+        ("a", 2, 1, 0, [1], 1, -1),  # fine: new partition
+    ]
+    failed = store.write_states(spark.createDataFrame(attempt, STATES_SCHEMA), epoch_version)
+    assert {(r.topic, r.partition, r.error) for r in failed.collect()} == {
+        ("a", 0, "NODEEXISTS"),
+        ("nope", 0, "NONODE"),
+        ("a", 5, "NONODE"),
+        ("a", 1, "BADVERSION"),
+    }
+    assert _rows(store.read_states(spark)) == [
+        ("a", 0, 1, 0, [1, 2], 1, 0),
+        ("a", 1, 2, 0, [2, 1], 1, 0),
+        ("a", 2, 1, 0, [1], 1, 0),
+    ]
+    assert client.exists("/brokers/topics/nope") is None
+
+
+def test_bulk_write_is_fenced_by_the_controller_epoch(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    rows = spark.createDataFrame([("a", 0, 1, 0, [1], 1, -1)], STATES_SCHEMA)
+    store.write_states(rows, epoch_version)
+    rival = zk.client()
+    client.delete("/controller")
+    elect(rival, 2)
+    update = spark.createDataFrame([("a", 0, 2, 1, [2], 1, 0)], STATES_SCHEMA)
+    with pytest.raises(ControllerMovedError):
+        store.write_states(update, epoch_version)
+    assert _rows(store.read_states(spark)) == [("a", 0, 1, 0, [1], 1, 0)]
+
+
+def test_single_ops_and_watches_interoperate_with_bulk(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    store.write_states(_states(spark, 6, 1).withColumn(TOPIC, F.lit("a")), epoch_version)
+    path = PartitionStateZNode.path("a", 2)
+    data, stat = client.get(path)
+    assert PartitionStateZNode.decode(data, path).leader == 2 and stat.version == 0
+    events: queue.Queue = queue.Queue()
+    client.get(path, watch=events.put)
+    update = (
+        store.read_states(spark).filter(F.col(PARTITION) == 2).withColumn(LEADER_EPOCH, F.lit(9))
+    )
+    store.write_states(update, epoch_version)
+    assert events.get(timeout=10).type == EventType.CHANGED
+    data, stat = client.get(path)
+    assert PartitionStateZNode.decode(data, path).leader_epoch == 9 and stat.version == 1
+    client.set(path, PartitionStateZNode.encode_fields(4, 10, [4], 1), version=1)
+    assert _rows(store.read_states(spark).filter(F.col(PARTITION) == 2)) == [
+        ("a", 2, 4, 10, [4], 1, 2)
+    ]
+    client.create("/brokers/topics/a/partitions/9", b"")
+    client.create(
+        "/brokers/topics/a/partitions/9/state", PartitionStateZNode.encode_fields(1, 0, [1], 1)
+    )
+    assert store.read_states(spark).count() == 7
+    client.delete("/brokers/topics/a", recursive=True)
+    assert client.exists(path) is None
+    assert store.read_states(spark).count() == 0
+
+
+def test_malformed_state_znode_is_reported_with_its_path(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    store.write_states(
+        spark.createDataFrame([("a", 0, 1, 0, [1], 1, -1)], STATES_SCHEMA), epoch_version
+    )
+    client.set(PartitionStateZNode.path("a", 0), b'{"leader":"oops"}')
+    with pytest.raises(MalformedZnodeError, match="/brokers/topics/a/partitions/0/state"):
+        store.read_states(spark).collect()
+
+
+def test_changed_states_keeps_only_rows_that_differ(spark) -> None:
+    old = spark.createDataFrame(
+        [("a", 0, 1, 0, [1], 1, 0), ("a", 1, 2, 0, [2], 1, 0)], STATES_SCHEMA
+    )
+    new = spark.createDataFrame(
+        [("a", 0, 1, 0, [1], 1, 0), ("a", 1, 2, 1, [2], 1, 0), ("a", 2, 1, 0, [1], 1, -1)],
+        STATES_SCHEMA,
+    )
+    assert [r.partition for r in changed_states(old, new).orderBy(PARTITION).collect()] == [1, 2]

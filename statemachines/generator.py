@@ -28,6 +28,8 @@ from statemachines.assignment import (
     InvalidPartitionsError,
     with_assigned_replicas,
 )
+from statemachines.partition_states import PartitionState
+from statemachines.replica_states import ReplicaState
 from statemachines.schemas import (
     ADDING_REPLICAS,
     BROKER,
@@ -44,12 +46,10 @@ from statemachines.schemas import (
     REPLICAS_SCHEMA,
     STATE,
     TOPIC,
+    TOPIC_INDEX,
+    TOPICS_SCHEMA,
     ZK_VERSION,
 )
-
-ONLINE_PARTITION = "OnlinePartition"
-ONLINE_REPLICA = "OnlineReplica"
-TOPIC_INDEX = "topic_index"
 
 # Which of Kafka's two ``rand.nextInt(n)`` calls a hash stands for, in Kafka's call order.
 START_INDEX_DRAW = 0
@@ -58,9 +58,13 @@ SHIFT_DRAW = 1
 
 @dataclass(frozen=True)
 class SyntheticCluster:
-    """A generated cluster: the broker list and lazy partition / replica tables (see schemas)."""
+    """A generated cluster: the broker list and lazy tables (see ``schemas``).
+
+    ``topics`` is the topic dictionary (``TOPICS_SCHEMA``): topic index ``t`` is ``{prefix}{t}``.
+    """
 
     brokers: tuple[BrokerMetadata, ...]
+    topics: DataFrame
     partitions: DataFrame
     replicas: DataFrame
 
@@ -121,7 +125,7 @@ def generate_cluster(
         )
     # Row id -> (topic index, partition); floor() is exact far beyond any realistic row count.
     ids = spark.range(topics * partitions_per_topic)
-    topic_index = F.floor(F.col("id") / partitions_per_topic)
+    topic_index = F.floor(F.col("id") / partitions_per_topic).cast("int")
     start, shift = topic_draws(seed, F.col(TOPIC_INDEX), brokers)
     numbered = ids.select(
         topic_index.alias(TOPIC_INDEX),
@@ -145,17 +149,22 @@ def generate_cluster(
         F.lit(INITIAL_LEADER_EPOCH).alias(LEADER_EPOCH),
         F.lit(INITIAL_ZK_VERSION).alias(ZK_VERSION),
         F.lit(controller_epoch).alias(CONTROLLER_EPOCH),
-        F.lit(ONLINE_PARTITION).alias(STATE),
+        F.lit(PartitionState.OnlinePartition.name).alias(STATE),
     )
     replicas = partitions.select(
         F.col(TOPIC),
         F.col(PARTITION),
         F.explode(F.col(REPLICAS)).alias(BROKER),
-        F.lit(ONLINE_REPLICA).alias(STATE),
+        F.lit(ReplicaState.OnlineReplica.name).alias(STATE),
     )
     # Same column order as the model, so unions by position also work.
+    topic_names = spark.range(topics).select(
+        F.col("id").cast("int").alias(TOPIC_INDEX),
+        F.concat(F.lit(topic_prefix), F.col("id").cast("string")).alias(TOPIC),
+    )
     return SyntheticCluster(
         brokers=broker_list,
+        topics=topic_names.select(*TOPICS_SCHEMA.fieldNames()),
         partitions=partitions.select(*PARTITIONS_SCHEMA.fieldNames()),
         replicas=replicas.select(*REPLICAS_SCHEMA.fieldNames()),
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
@@ -357,7 +357,13 @@ batches = st.integers(1, 4).flatmap(
 )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No shrinking: every shrink step is a Spark job; test_pure_placement_invariants shrinks cheaply.
+@settings(
+    max_examples=6,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(batch=batches)
 def test_spark_matches_oracle_on_random_clusters(
     spark: SparkSession, batch: tuple[Scenario, ...]

@@ -17,18 +17,20 @@ from statemachines.assignment import (
     assign_replicas_to_brokers,
 )
 from statemachines.generator import (
-    ONLINE_PARTITION,
-    ONLINE_REPLICA,
     SyntheticCluster,
     generate_cluster,
     synthetic_brokers,
     topic_draws,
 )
+from statemachines.partition_states import PartitionState
+from statemachines.replica_states import ReplicaState
 from statemachines.schemas import (
     PARTITIONS_SCHEMA,
     REPLICAS_SCHEMA,
+    TOPICS_SCHEMA,
     check_partitions,
     check_replicas,
+    check_schema,
 )
 
 
@@ -69,6 +71,7 @@ def test_generated_tables_match_the_model_schemas_without_running_a_job(
             cluster = generate_cluster(spark, 6, racks, 3, 4, 3)
             check_partitions(cluster.partitions)
             check_replicas(cluster.replicas)
+            check_schema(cluster.topics, TOPICS_SCHEMA, "topics")
             assert cluster.partitions.columns == PARTITIONS_SCHEMA.fieldNames()
             assert cluster.replicas.columns == REPLICAS_SCHEMA.fieldNames()
     finally:
@@ -104,15 +107,16 @@ def test_partition_fields_are_those_of_a_fresh_online_partition(spark: SparkSess
     cluster = generate_cluster(spark, 5, 2, 4, 6, 3, seed=3, controller_epoch=7, topic_prefix="t")
     rows = cluster.partitions.collect()
     assert {r.topic for r in rows} == {"t0", "t1", "t2", "t3"}
+    assert sorted(tuple(r) for r in cluster.topics.collect()) == [(i, f"t{i}") for i in range(4)]
     for r in rows:
         assert r.leader == r.replicas[0]
         assert r.isr == r.replicas
         assert (r.adding_replicas, r.removing_replicas) == ([], [])
         assert (r.leader_epoch, r.zk_version, r.controller_epoch) == (0, 0, 7)
-        assert r.state == ONLINE_PARTITION
+        assert r.state == PartitionState.OnlinePartition.name
         assert len(set(r.replicas)) == 3
     replica_rows = cluster.replicas.collect()
-    assert {r.state for r in replica_rows} == {ONLINE_REPLICA}
+    assert {r.state for r in replica_rows} == {ReplicaState.OnlineReplica.name}
     assert Counter((r.topic, r.partition, r.broker) for r in replica_rows) == Counter(
         (r.topic, r.partition, b) for r in rows for b in r.replicas
     )

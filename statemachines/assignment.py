@@ -22,10 +22,12 @@ twice).
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
@@ -82,9 +84,8 @@ def as_broker_metadata(brokers: Sequence[BrokerLike]) -> list[BrokerMetadata]:
         else:
             broker_id, rack = broker
             out.append(BrokerMetadata(int(broker_id), rack))
-    ids = [b.id for b in out]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
+    dupes = sorted(b for b, count in Counter(b.id for b in out).items() if count > 1)
+    if dupes:
         raise AdminOperationError(
             f"Duplicate broker ids {dupes} in the broker list; pass each broker once."
         )
@@ -256,17 +257,18 @@ def with_assigned_replicas(
     brokers: Sequence[BrokerLike],
     replication_factor: int,
     *,
-    start_index: Column | str = START_INDEX,
-    shift: Column | str = REPLICA_SHIFT,
-    start_partition_id: Column | int = -1,
+    start_index: Column | str | int = START_INDEX,
+    shift: Column | str | int = REPLICA_SHIFT,
+    start_partition_id: Column | str | int = -1,
 ) -> DataFrame:
     """Add (or replace) ``replicas`` array<int>: Kafka's placement of each row's ``partition``.
 
     Per row (typically per topic): ``start_index`` and ``shift`` are Kafka's two draws (both equal
     to ``fixedStartIndex`` when fixed), ``start_partition_id`` the first partition id of the call
-    that created the row (-1/0 for topic creation, the old partition count for additions). Each
-    row gets what ``assign_replicas_to_brokers`` gives its partition id with the same inputs.
-    Negative draws are taken modulo n. No Spark job runs.
+    that created the row (-1/0 for topic creation, the old partition count for additions); each
+    is a Column, a column name or a literal int. Each row gets what ``assign_replicas_to_brokers``
+    gives its partition id with the same inputs. Negative draws are taken modulo n. The replication
+    factor is one for the whole call. No Spark job runs.
     """
     metas = as_broker_metadata(brokers)
     _validate(len(metas), 1, replication_factor)
@@ -301,8 +303,16 @@ def with_assigned_replicas(
             StructField(REPLICAS, ArrayType(IntegerType(), containsNull=False), nullable=False),
         ]
     )
-    rows = [(f, s, r) for (f, s), r in rack_aware_lookup(metas, replication_factor).items()]
-    table = df.sparkSession.createDataFrame(rows, table_schema)
+    lookup = rack_aware_lookup(metas, replication_factor)
+    # From Arrow the table is a local relation: broadcasting it needs no Spark job of its own.
+    arrow = pa.table(
+        {
+            _FIRST: pa.array([f for f, _ in lookup], pa.int32()),
+            _RACK_SHIFT: pa.array([s for _, s in lookup], pa.int32()),
+            REPLICAS: pa.array(list(lookup.values()), pa.list_(pa.int32())),
+        }
+    )
+    table = df.sparkSession.createDataFrame(arrow, table_schema)
     keyed = out.withColumn(_FIRST, first.cast("int")).withColumn(
         _RACK_SHIFT, rack_shift.cast("int")
     )

@@ -7,10 +7,12 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from statemachines.assignment import (
@@ -171,6 +173,18 @@ class TopicDraws:
         ]
 
 
+def _input_frame(spark: SparkSession, rows: list[tuple[str, int, int, int, int]]) -> DataFrame:
+    # From Arrow the rows are a local relation: no job just to read the test's inputs.
+    columns = list(zip(*rows, strict=True))
+    arrow = pa.table(
+        {
+            field.name: pa.array(values, pa.string() if i == 0 else pa.int32())
+            for i, (field, values) in enumerate(zip(_INPUT_SCHEMA.fields, columns, strict=True))
+        }
+    )
+    return spark.createDataFrame(arrow, _INPUT_SCHEMA)
+
+
 # A cluster (brokers in order), a replication factor and the topics to place on it.
 Scenario = tuple[list[tuple[int, str | None]], int, list[TopicDraws]]
 
@@ -182,7 +196,7 @@ def _spark_assign(
     """Run every scenario through ``with_assigned_replicas`` in one union, collected once."""
     frames: list[DataFrame] = []
     for brokers, rf, topics in clusters:
-        df = spark.createDataFrame([r for t in topics for r in t.rows()], _INPUT_SCHEMA)
+        df = _input_frame(spark, [r for t in topics for r in t.rows()])
         frames.append(
             with_assigned_replicas(df, brokers, rf, start_partition_id=df["start_pid"]).select(
                 TOPIC, PARTITION, "replicas"
@@ -211,6 +225,20 @@ def test_spec_examples_spark(spark: SparkSession) -> None:
         for name, ex in SPEC_EXAMPLES.items()
     ]  # fmt: skip
     assert _spark_assign(spark, clusters) == {n: ex.expected for n, ex in SPEC_EXAMPLES.items()}
+
+
+def test_spark_takes_literal_draws_and_replaces_an_existing_replicas_column(
+    spark: SparkSession,
+) -> None:
+    ex = SPEC_EXAMPLES["add-partitions-rf4"]
+    df = spark.range(1, 7).select(
+        F.col("id").cast("int").alias(PARTITION), F.array(F.lit(-1)).alias("replicas")
+    )
+    out = with_assigned_replicas(
+        df, ex.brokers, ex.rf, start_index=2, shift=2, start_partition_id=1
+    )
+    assert out.columns == [PARTITION, "replicas"]
+    assert {r.partition: list(r.replicas) for r in out.collect()} == ex.expected
 
 
 def test_rack_alternated_list_interleaves_racks_in_name_order() -> None:
@@ -259,7 +287,7 @@ def test_invalid_requests_raise_kafkas_errors(
 
 
 def test_spark_assignment_validates_before_building(spark: SparkSession) -> None:
-    df = spark.createDataFrame([("t", 0, 0, 0, -1)], _INPUT_SCHEMA)
+    df = _input_frame(spark, [("t", 0, 0, 0, -1)])
     with pytest.raises(InvalidReplicationFactorError):
         with_assigned_replicas(df, [0, 1], 3)
     with pytest.raises(AdminOperationError):

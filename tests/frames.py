@@ -1,88 +1,113 @@
-"""Build DataFrames from reference records and read them back, for comparing the two paths."""
+"""Build compact DataFrames from reference records and read them back, for comparing the paths.
+
+Rows are built in Python (one small ``createDataFrame``) rather than through the public-to-compact
+conversion, so each check costs one Spark job; ``test_layout`` covers the conversion itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from statemachines import schemas as s
-from statemachines.layout import (
-    to_compact,
-    to_public_partitions,
-    to_public_replicas,
-    topic_dictionary,
-)
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import ReplicaState
 
+ReplicaStates = Mapping[tuple[str, int, int], ReplicaState]
 
-def public_rows(parts: Iterable[Partition]) -> list[tuple]:
-    return [
-        (
-            p.topic,
-            p.partition,
-            list(p.replicas),
-            list(p.adding_replicas),
-            list(p.removing_replicas),
-            list(p.isr),
-            p.leader,
-            p.leader_epoch,
-            p.zk_version,
-            p.controller_epoch,
-            p.state.name,
+
+def _mask(listed: Sequence[int], replicas: Sequence[int]) -> int:
+    return sum(1 << k for k, r in enumerate(replicas) if r in listed)
+
+
+def compact_rows(
+    parts: Sequence[Partition], topic_index: Mapping[str, int], w: int, states: ReplicaStates
+) -> list[tuple]:
+    rows = []
+    for p in parts:
+        pad = [s.EMPTY_SLOT] * (w - len(p.replicas))
+        isr_pad = [s.EMPTY_SLOT] * (w - len(p.isr))
+        rstates = [
+            int(states.get((p.topic, p.partition, r), ReplicaState.OnlineReplica))
+            for r in p.replicas
+        ] + [int(ReplicaState.NonExistentReplica)] * len(pad)
+        rows.append(
+            (
+                topic_index[p.topic],
+                p.partition,
+                *p.replicas,
+                *pad,
+                *p.isr,
+                *isr_pad,
+                *rstates,
+                _mask(p.adding_replicas, p.replicas),
+                _mask(p.removing_replicas, p.replicas),
+                p.leader,
+                p.leader_epoch,
+                p.zk_version,
+                p.controller_epoch,
+                int(p.state),
+            )
         )
-        for p in parts
-    ]
+    return rows
+
+
+def topic_indices(parts: Sequence[Partition]) -> dict[str, int]:
+    return {t: i for i, t in enumerate(sorted({p.topic for p in parts}))}
 
 
 def compact_frame(
     spark: SparkSession,
     parts: Sequence[Partition],
-    replica_states: Mapping[tuple[str, int, int], ReplicaState] | None = None,
+    replica_states: ReplicaStates | None = None,
     w: int | None = None,
-) -> tuple[DataFrame, DataFrame]:
-    """(compact table, topics table) for reference partitions."""
-    public = spark.createDataFrame(public_rows(parts), s.PARTITIONS_SCHEMA)
-    topics = topic_dictionary(public)
-    replicas = None
-    if replica_states is not None:
-        replicas = spark.createDataFrame(
-            [(t, p, b, st.name) for (t, p, b), st in replica_states.items()], s.REPLICAS_SCHEMA
-        )
+) -> tuple[DataFrame, dict[str, int]]:
+    """(compact table, topic name -> index) for reference partitions."""
     width = w or max(len(p.replicas) for p in parts)
-    return to_compact(public, topics, width, replicas), topics
+    topics = topic_indices(parts)
+    rows = compact_rows(parts, topics, width, replica_states or {})
+    return spark.createDataFrame(rows, s.compact_schema(width)), topics
 
 
-def read_partitions(compact: DataFrame, topics: DataFrame) -> dict[tuple[str, int], Partition]:
-    out = {}
-    for r in to_public_partitions(compact, topics).collect():
-        out[(r.topic, r.partition)] = Partition(
-            topic=r.topic,
-            partition=r.partition,
-            replicas=tuple(r.replicas),
-            isr=tuple(r.isr),
-            leader=r.leader,
-            leader_epoch=r.leader_epoch,
-            zk_version=r.zk_version,
-            controller_epoch=r.controller_epoch,
-            state=PartitionState[r.state],
-            adding_replicas=tuple(r.adding_replicas),
-            removing_replicas=tuple(r.removing_replicas),
-        )
-    return out
+def partition_of(r: Row, names: Mapping[int, str], w: int) -> Partition:
+    reps = tuple(x for x in (r[s.replica_col(k)] for k in range(w)) if x != s.EMPTY_SLOT)
+    return Partition(
+        topic=names[r[s.TOPIC_INDEX]],
+        partition=r[s.PARTITION],
+        replicas=reps,
+        isr=tuple(x for x in (r[s.isr_col(k)] for k in range(w)) if x != s.EMPTY_SLOT),
+        leader=r[s.LEADER],
+        leader_epoch=r[s.LEADER_EPOCH],
+        zk_version=r[s.ZK_VERSION],
+        controller_epoch=r[s.CONTROLLER_EPOCH],
+        state=PartitionState(r[s.STATE_CODE]),
+        adding_replicas=tuple(x for k, x in enumerate(reps) if r[s.ADDING_MASK] & (1 << k)),
+        removing_replicas=tuple(x for k, x in enumerate(reps) if r[s.REMOVING_MASK] & (1 << k)),
+    )
 
 
-def read_replica_states(
-    compact: DataFrame, topics: DataFrame
+def replica_states_of(
+    r: Row, names: Mapping[int, str], w: int
 ) -> dict[tuple[str, int, int], ReplicaState]:
     return {
-        (r.topic, r.partition, r.broker): ReplicaState[r.state]
-        for r in to_public_replicas(compact, topics).collect()
+        (names[r[s.TOPIC_INDEX]], r[s.PARTITION], r[s.replica_col(k)]): ReplicaState(
+            r[s.replica_state_col(k)]
+        )
+        for k in range(w)
+        if r[s.replica_col(k)] != s.EMPTY_SLOT
     }
 
 
-def keyed(rows: Iterable[Row], topics: DataFrame) -> set[tuple]:
-    names = {r.topic_index: r.topic for r in topics.collect()}
-    return {(names[r.topic_index], r.partition) for r in rows}
+def read_back(
+    rows: Sequence[Row], topics: Mapping[str, int], w: int
+) -> tuple[dict[tuple[str, int], Partition], dict[tuple[str, int, int], ReplicaState]]:
+    """Partitions and replica states of collected compact rows, keyed like the reference."""
+    names = {i: t for t, i in topics.items()}
+    parts, states = {}, {}
+    for r in rows:
+        p = partition_of(r, names, w)
+        parts[(p.topic, p.partition)] = p
+        states.update(replica_states_of(r, names, w))
+    return parts, states

@@ -16,7 +16,7 @@ from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import VALID_PREVIOUS_STATES as R_TABLE
 from statemachines.replica_states import ReplicaState
-from tests.frames import compact_frame, read_partitions, read_replica_states
+from tests.frames import compact_frame, read_back
 
 # Spec §5.1 and §6.1 matrices (rows: from, columns: to), transcribed independently of the code.
 PARTITION_MATRIX = {
@@ -52,8 +52,9 @@ def test_state_codes_are_kafkas() -> None:
         "OfflinePartition": 2,
         "NonExistentPartition": 3,
     }
-    assert [s.name for s in sorted(ReplicaState)] == list(REPLICA_MATRIX)[1:] + [
-        "NonExistentReplica"
+    assert [s.name for s in sorted(ReplicaState)] == [
+        *list(REPLICA_MATRIX)[1:],
+        "NonExistentReplica",
     ]
     assert int(ReplicaState.NewReplica) == 1 and int(ReplicaState.NonExistentReplica) == 7
 
@@ -85,7 +86,7 @@ def test_every_partition_transition_pair(spark: SparkSession) -> None:
         df, topics = compact_frame(spark, parts)
         strategy = OfflinePartitionLeaderElectionStrategy()
         result = partition_states.handle_state_changes(df, F.lit(True), target, view, strategy)
-        after = read_partitions(result.partitions, topics)
+        after, _ = read_back(result.partitions.collect(), topics, 2)
         invalid = {r.partition: r for r in result.invalid.collect()}
         for src in PartitionState:
             p = after[("t", int(src))]
@@ -114,7 +115,7 @@ def test_every_replica_transition_pair(spark: SparkSession) -> None:
         states |= {("t", int(src), 1): ReplicaState.OnlineReplica for src in ReplicaState}
         df, topics = compact_frame(spark, parts, states)
         result = replica_states.handle_state_changes(df, BrokerSet.of([2]), target)
-        after = read_replica_states(result.partitions, topics)
+        _, after = read_back(result.partitions.collect(), topics, 2)
         invalid = {r.partition: r for r in result.invalid.collect()}
         for src in ReplicaState:
             key = ("t", int(src), 2)

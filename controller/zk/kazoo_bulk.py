@@ -27,7 +27,11 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.protocol.serialization import (
+    CheckVersion,
+    Create,
     MultiHeader,
+    SetData,
+    Transaction,
     int_struct,
     multiheader_struct,
     read_buffer,
@@ -36,6 +40,7 @@ from kazoo.protocol.serialization import (
     write_string,
 )
 from kazoo.protocol.states import ZnodeStat
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from controller.zk.fencing import raise_for_fenced_results
 from controller.zk.paths import CONTROLLER_EPOCH, PartitionStateZNode, TopicPartitionZNode
@@ -130,21 +135,25 @@ def multi_read(
 StateRow = tuple[str, int, int, int, list[int], int, int]
 
 
-def _ops(row: StateRow) -> list[tuple[str, str, bytes, int]]:
+def _ops(row: StateRow, chroot: str) -> list[Any]:
+    """The multi ops (kazoo wire records) writing one row."""
     topic, partition, leader, epoch, isr, cepoch, expected = row
-    data = PartitionStateZNode.encode_fields(leader, epoch, list(isr), cepoch)
-    state = PartitionStateZNode.path(topic, partition)
+    data = PartitionStateZNode.encode_fields(leader, epoch, isr, cepoch)
+    state = chroot + PartitionStateZNode.path(topic, partition)
     if expected == -1:
-        return [("create", TopicPartitionZNode.path(topic, partition), b"", -1),
-                ("create", state, data, -1)]  # fmt: skip
-    return [("set", state, data, expected)]
+        node = chroot + TopicPartitionZNode.path(topic, partition)
+        return [Create(node, b"", OPEN_ACL_UNSAFE, 0), Create(state, data, OPEN_ACL_UNSAFE, 0)]
+    return [SetData(state, data, expected)]
 
 
-def _row_of_op(batch: list[StateRow], op_index: int) -> int:
+Batch = list[tuple[StateRow, list[Any]]]
+
+
+def _row_of_op(batch: Batch, op_index: int) -> int:
     """Index of the row whose ops include multi op ``op_index`` (op 0 is the epoch check)."""
     end = 1
-    for i, row in enumerate(batch):
-        end += len(_ops(row))
+    for i, (_, ops) in enumerate(batch):
+        end += len(ops)
         if op_index < end:
             return i
     raise IndexError(op_index)
@@ -159,33 +168,31 @@ def write_batches(
     window: int,
 ) -> Iterator[tuple[StateRow, str]]:
     """Write ``rows`` in fenced, pipelined multis; yield (row, error code) for every failed row."""
+    chroot = kz.chroot or ""
+    check = CheckVersion(chroot + CONTROLLER_EPOCH, epoch_zk_version)
 
-    def batches(source: Iterable[list[StateRow]]) -> Iterator[list[StateRow]]:
+    def batches(source: Iterable[list[StateRow]]) -> Iterator[Batch]:
         for group in source:
-            batch: list[StateRow] = []
+            batch: Batch = []
             n_ops = size = 0
             for row in group:
-                ops = _ops(row)
-                weight = sum(len(o[1]) + len(o[2]) + 16 for o in ops)
+                ops = _ops(row, chroot)
+                weight = sum(len(o.path) + len(getattr(o, "data", b"")) + 16 for o in ops)
                 if batch and (n_ops + len(ops) > max_ops or size + weight > max_bytes):
                     yield batch
                     batch, n_ops, size = [], 0, 0
-                batch.append(row)
+                batch.append((row, ops))
                 n_ops += len(ops)
                 size += weight
             if batch:
                 yield batch
 
-    def submit(batch: list[StateRow]) -> Any:
-        txn = kz.transaction()
-        txn.check(CONTROLLER_EPOCH, epoch_zk_version)
-        for row in batch:
-            for kind, path, data, version in _ops(row):
-                if kind == "create":
-                    txn.create(path, data)
-                else:
-                    txn.set_data(path, data, version)
-        return txn.commit_async()
+    def submit(batch: Batch) -> Any:
+        # kazoo's wire records directly: TransactionRequest re-validates and normalises every
+        # path, which costs more than the network at these rates.
+        result = kz.handler.async_result()
+        kz._call(Transaction([check, *(op for _, ops in batch for op in ops)]), result)
+        return result
 
     retry: deque[list[StateRow]] = deque()
     fresh = iter(rows)
@@ -214,8 +221,8 @@ def write_batches(
             if culprit == 0 or type(results[culprit]) not in ERROR_CODES:
                 raise_for_fenced_results(results, epoch_zk_version)
             row_index = _row_of_op(batch, culprit)
-            yield batch[row_index], ERROR_CODES[type(results[culprit])]
-            rest = batch[:row_index] + batch[row_index + 1 :]
+            yield batch[row_index][0], ERROR_CODES[type(results[culprit])]
+            rest = [row for row, _ in batch[:row_index] + batch[row_index + 1 :]]
             if rest:
                 retry.append(rest)
         if not retry:

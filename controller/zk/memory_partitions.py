@@ -9,8 +9,9 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   is merged into the DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with one full outer join and per-row version checks
   (``bulk_write``). Every generation is persisted and the previous one unpersisted; every
-  ``snapshot_every`` generations the table is written to Parquet under ``workdir`` and read back,
-  which bounds the plan's lineage. DataFrames handed out earlier stay valid until ``close``.
+  ``snapshot_every`` generations the table is written to Parquet under a temp dir and read back,
+  which bounds the plan's lineage. DataFrames handed out earlier stay valid (at worst they are
+  recomputed) until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -129,6 +130,7 @@ class PartitionRegion:
         self.malformed: set[Key] = set()
         self.snapshot_every = snapshot_every
         self._generation = 0
+        self._held: DataFrame | None = None  # the persisted DataFrame behind ``base``
         self._workdir: str | None = None
 
     # -- Region protocol -------------------------------------------------------------------
@@ -236,9 +238,13 @@ class PartitionRegion:
     def _empty(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], INTERNAL_SCHEMA)
 
-    def _install(self, new_base: DataFrame) -> None:
-        """Make ``new_base`` the current generation: persist, materialise, drop the old one."""
-        old = self.base
+    def _install(self, new_base: DataFrame, held: DataFrame | None = None) -> None:
+        """Make ``new_base`` the current generation and drop the old one's cache.
+
+        ``held`` is an already materialised, persisted DataFrame that ``new_base`` is a lazy
+        projection of (the bulk merge); otherwise ``new_base`` is persisted and materialised here.
+        """
+        old = self._held
         self._generation += 1
         if self.snapshot_every and self._generation % self.snapshot_every == 0:
             if self._workdir is None:
@@ -246,11 +252,13 @@ class PartitionRegion:
             target = f"{self._workdir}/gen-{self._generation}"
             new_base.write.parquet(target)
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
-        new_base = new_base.persist()
-        new_base.count()
-        if old is not None:
+            held = None
+        if held is None:
+            new_base = held = new_base.persist()
+            new_base.count()
+        if old is not None and old is not held:
             old.unpersist()
-        self.base = new_base
+        self.base, self._held = new_base, held
 
     def flush(self) -> None:
         """Merge single-op changes into the DataFrame; forget materialised rows."""
@@ -275,9 +283,9 @@ class PartitionRegion:
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
-        if self.base is not None:
-            self.base.unpersist()
-        self.base = None
+        if self._held is not None:
+            self._held.unpersist()
+        self.base = self._held = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -370,8 +378,8 @@ class PartitionRegion:
                 .select(TOPIC, PARTITION, "outcome")
                 .collect()
             ]
-        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*_COLS))
-        m.unpersist()
+        # The merge result stays cached and backs the new generation (one pass per write).
+        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*_COLS), held=m)
         for (topic, result), n in counts.items():
             if result == "created":
                 self.counts[topic] = self.counts.get(topic, 0) + n
@@ -386,7 +394,4 @@ class PartitionRegion:
         )  # fmt: skip
         if not any_failed:
             return failed.sparkSession.createDataFrame([], failed.schema)
-        # Materialised now: the generation it derives from is unpersisted right after.
-        failed = failed.persist()
-        failed.count()
-        return failed
+        return failed  # lazy over the cached merge result

@@ -20,7 +20,7 @@ state znode to update, or no topic znode to create under), NODEEXISTS (creating 
 Pass only rows that changed (``changed_states`` computes them).
 
 In memory the subtree is a persisted DataFrame merged with one join. Against real ZooKeeper, rows
-stream to the driver in bounded chunks (``toLocalIterator``) and go out as pipelined multis;
+reach the driver as Arrow (converted to Python one batch at a time) and go out as pipelined multis;
 reads use pipelined ``multiRead`` requests and build the result through Arrow.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -75,6 +76,15 @@ def changed_states(current: DataFrame, new: DataFrame) -> DataFrame:
     for c in data:
         same = same & F.col(c).eqNullSafe(F.col(f"_old_{c}"))
     return joined.filter(~same).select(*new.columns)
+
+
+def _arrow_rows(df: DataFrame, batch_rows: int = 20_000) -> Iterator[Any]:
+    """Rows of ``df`` as tuples, built one Arrow batch at a time (only changed rows come here)."""
+    table = df.toArrow()
+    for batch in table.to_batches(max_chunksize=batch_rows):
+        yield from zip(
+            *(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True
+        )
 
 
 class PartitionStateStore:
@@ -138,8 +148,7 @@ class PartitionStateStore:
         if selection is None:
             keys: Iterator[tuple[str, int]] = self._all_keys()
         else:
-            rows = selection.select(TOPIC, PARTITION).distinct().toLocalIterator(True)
-            keys = ((r[0], r[1]) for r in rows)
+            keys = _arrow_rows(selection.select(TOPIC, PARTITION).distinct())  # type: ignore[assignment]
         paths = (PartitionStateZNode.path(t, p) for t, p in keys)
         columns: dict[str, list] = {c: [] for c in STATE_COLUMNS}
         tables: list[pa.Table] = []
@@ -162,7 +171,7 @@ class PartitionStateStore:
                 tables.append(self._arrow(columns))
                 columns = {c: [] for c in STATE_COLUMNS}
         tables.append(self._arrow(columns))
-        return spark.createDataFrame(pa.concat_tables(tables).to_pandas(), STATES_SCHEMA)
+        return spark.createDataFrame(pa.concat_tables(tables), STATES_SCHEMA)
 
     @staticmethod
     def _arrow(columns: dict[str, list]) -> pa.Table:
@@ -196,8 +205,7 @@ class PartitionStateStore:
         failed: list[tuple] = []
 
         def rows() -> Iterator[StateRow]:
-            for r in states.select(*STATE_COLUMNS).toLocalIterator(True):
-                row: StateRow = (r[0], r[1], r[2], r[3], list(r[4]), r[5], r[6])
+            for row in _arrow_rows(states.select(*STATE_COLUMNS)):
                 if row[6] == NEW_PARTITION_VERSION:
                     if row[0] not in topic_ok:
                         topic_ok[row[0]] = self._ensure_partitions_node(fenced, row[0])

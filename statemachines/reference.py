@@ -252,6 +252,51 @@ def replica_transition_valid(current: ReplicaState, target: ReplicaState) -> boo
     return current in REPLICA_VALID_PREVIOUS[target]
 
 
+@dataclass
+class ReplicaChanges:
+    partitions: dict[tuple[str, int], Partition]
+    states: dict[tuple[str, int, int], ReplicaState]
+    invalid: dict[tuple[str, int, int], ReplicaState] = field(default_factory=dict)
+    failed: set[tuple[str, int, int]] = field(default_factory=set)
+
+
+def handle_replica_state_changes(
+    partitions: Mapping[tuple[str, int], Partition],
+    states: Mapping[tuple[str, int, int], ReplicaState],
+    targets: Iterable[tuple[str, int, int]],
+    target: ReplicaState,
+) -> ReplicaChanges:
+    """§6.2/§6.3: replicas grouped by broker (ascending), each group applied in turn."""
+    out = ReplicaChanges(dict(partitions), dict(states))
+    by_broker: dict[int, list[tuple[str, int, int]]] = {}
+    for key in targets:
+        by_broker.setdefault(key[2], []).append(key)
+    for broker in sorted(by_broker):
+        for key in by_broker[broker]:
+            tp = (key[0], key[1])
+            current = out.states.get(key, ReplicaState.NonExistentReplica)
+            if not replica_transition_valid(current, target):
+                out.invalid[key] = current
+                continue
+            p = out.partitions[tp]
+            if target == ReplicaState.NewReplica and p.has_leadership and p.leader == broker:
+                out.failed.add(key)
+                continue
+            if target == ReplicaState.OfflineReplica:
+                out.partitions[tp] = remove_replica_from_isr(p, broker)
+            if target == ReplicaState.NonExistentReplica:
+                out.partitions[tp] = replace(
+                    p,
+                    replicas=tuple(r for r in p.replicas if r != broker),
+                    adding_replicas=tuple(r for r in p.adding_replicas if r != broker),
+                    removing_replicas=tuple(r for r in p.removing_replicas if r != broker),
+                )
+                del out.states[key]
+                continue
+            out.states[key] = target
+    return out
+
+
 # ---- §11 preferred-replica imbalance ----------------------------------------------------------
 
 

@@ -122,13 +122,14 @@ def _decode(key: Key, data: bytes) -> tuple[tuple[int, int, list[int], int] | No
 class PartitionRegion:
     """The ``Region`` of ``memory_tree`` for partition znodes, plus bulk read/write."""
 
-    def __init__(self, snapshot_every: int = 32) -> None:
+    def __init__(self, snapshot_every: int = 32, broadcast_rows: int = 200_000) -> None:
         self.base: DataFrame | None = None
         self.overlay: dict[Key, _Entry] = {}
         self.dirty: set[Key] = set()
         self.counts: dict[str, int] = {}
         self.malformed: set[Key] = set()
         self.snapshot_every = snapshot_every
+        self.broadcast_rows = broadcast_rows
         self._generation = 0
         self._held: DataFrame | None = None  # the persisted DataFrame behind ``base``
         self._workdir: str | None = None
@@ -320,9 +321,7 @@ class PartitionRegion:
         topics = spark.createDataFrame(
             [(t, True) for t in known_topics], "topic string, t_ok boolean"
         )
-        m = base.join(upd, [TOPIC, PARTITION], "full_outer").join(
-            F.broadcast(topics), TOPIC, "left"
-        )
+        m = self._align(base, upd).join(F.broadcast(topics), TOPIC, "left")
         exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
         error = (
             F.when(expected.isNull(), F.lit(None))
@@ -385,6 +384,27 @@ class PartitionRegion:
                 self.counts[topic] = self.counts.get(topic, 0) + n
         self.malformed -= {(t, p) for t, p, _ in touched}
         return BulkOutcome(counts, failed, touched)
+
+    def _align(self, base: DataFrame, upd: DataFrame) -> DataFrame:
+        """Every base row and every update side by side (a full outer join on the key).
+
+        A write of up to ``broadcast_rows`` rows (the controller's usual case) broadcasts the
+        updates instead, so the large table is scanned in place rather than shuffled.
+        """
+        key = [TOPIC, PARTITION]
+
+        def without_base(df: DataFrame) -> DataFrame:
+            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in INTERNAL_SCHEMA.fields[2:]]
+            return df.select(*key, *nulls, *[c for c in df.columns if c not in key])
+
+        if not any(self.counts.values()):
+            return without_base(upd)
+        if upd.count() > self.broadcast_rows:
+            return base.join(upd, key, "full_outer")
+        small = F.broadcast(upd)
+        present = base.join(small, key, "left_semi").select(*key)
+        missing = upd.join(present, key, "left_anti")
+        return base.join(small, key, "left").unionByName(without_base(missing))
 
     @staticmethod
     def _failed(m: DataFrame, any_failed: bool) -> DataFrame:

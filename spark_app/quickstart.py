@@ -1,0 +1,182 @@
+"""The quickstart job: generate a cluster, crash brokers, and show where leadership lands.
+
+It runs Kafka's broker-failure sequence (spec §8.2 b–e) in bulk: partitions whose leader is no
+longer online go OfflinePartition, every Offline/New partition is elected with the offline
+strategy, then the dead brokers' replicas go OfflineReplica (ISR shrink). One commit point
+materialises the new generation; only per-broker aggregates reach the driver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.election import OfflinePartitionLeaderElectionStrategy
+from statemachines.generator import generate_cluster
+from statemachines.layout import to_compact
+from statemachines.partition_states import PartitionState
+from statemachines.partition_states import handle_state_changes as partition_changes
+from statemachines.rebalance import RATIO, imbalance_ratios
+from statemachines.replica_states import ReplicaState
+from statemachines.replica_states import handle_state_changes as replica_changes
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class SparkSettings(BaseModel):
+    model_config = _STRICT
+    master: str | None = Field(None, description="Spark master; default local[*] or spark-submit's")
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
+
+
+class GeneratedCluster(BaseModel):
+    model_config = _STRICT
+    brokers: int = Field(100, ge=1, description="broker count; ids 0..brokers-1")
+    racks: int = Field(3, ge=0, description="racks, assigned round-robin; 0 = no racks")
+    topics: int = Field(1000, ge=1, description="topic count")
+    partitions_per_topic: int = Field(100, ge=1, description="partitions of every topic")
+    replication_factor: int = Field(3, ge=1, le=s.MAX_WIDTH, description="replicas per partition")
+
+    @model_validator(mode="after")
+    def _fits(self) -> GeneratedCluster:
+        problems = []
+        if self.replication_factor > self.brokers:
+            problems.append(
+                f"replication_factor {self.replication_factor} is larger than the broker count "
+                f"{self.brokers}; lower it or add brokers"
+            )
+        if self.racks > self.brokers:
+            problems.append(f"racks {self.racks} exceeds the broker count {self.brokers}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class QuickstartConfig(BaseModel):
+    """``configs/quickstart.yaml``: a generated cluster and the brokers that crash."""
+
+    model_config = _STRICT
+    name: str = Field(description="run name")
+    seed: int = Field(0, description="seed of the generated assignment")
+    spark: SparkSettings = Field(default_factory=SparkSettings, description="Spark settings")
+    cluster: GeneratedCluster = Field(description="the generated cluster")
+    fail_brokers: list[int] = Field(description="brokers that crash at once (ids)")
+    unclean_leader_election_enable: bool = Field(
+        False, description="Kafka's unclean.leader.election.enable for every topic"
+    )
+
+    @model_validator(mode="after")
+    def _known_brokers(self) -> QuickstartConfig:
+        unknown = sorted(b for b in self.fail_brokers if not 0 <= b < self.cluster.brokers)
+        if unknown:
+            raise ValueError(
+                f"fail_brokers {unknown} are not brokers of the cluster (ids 0..{self.cluster.brokers - 1})"
+            )
+        return self
+
+
+def load_config(path: str | Path) -> QuickstartConfig:
+    with open(path, encoding="utf-8") as f:
+        return QuickstartConfig.model_validate(yaml.safe_load(f))
+
+
+def broker_failure(
+    compact: DataFrame, dead: BrokerSet, view: ClusterView, unclean: bool
+) -> tuple[DataFrame, DataFrame]:
+    """§8.2 b–e as one lazy chain: (next generation, per-partition election outcomes)."""
+    w = s.width(compact)
+    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+    leader_online = view.live.contains(F.col(s.LEADER))
+    offline = partition_changes(
+        compact, has_leadership & ~leader_online, PartitionState.OfflinePartition
+    ).partitions
+    state = F.col(s.STATE_CODE)
+    needs_leader = state.isin(
+        int(PartitionState.OfflinePartition), int(PartitionState.NewPartition)
+    )
+    elected = partition_changes(
+        offline.withColumn("unclean_enabled", F.lit(unclean)),
+        needs_leader,
+        PartitionState.OnlinePartition,
+        view,
+        OfflinePartitionLeaderElectionStrategy(unclean_column="unclean_enabled"),
+    )
+    after = replica_changes(elected.partitions, dead, ReplicaState.OfflineReplica).partitions
+    outcomes = elected.outcomes.select(s.TOPIC_INDEX, s.PARTITION, "outcome", "unclean")
+    return after.select(*s.compact_columns(w)), outcomes
+
+
+def leader_table(before: DataFrame, after: DataFrame) -> DataFrame:
+    """broker, leaders before, leaders after, imbalance ratio after — one row per broker."""
+    counts_before = before.groupBy(F.col(s.LEADER).alias("broker")).agg(
+        F.count("*").alias("leaders_before")
+    )
+    counts_after = after.groupBy(F.col(s.LEADER).alias("broker")).agg(
+        F.count("*").alias("leaders_after")
+    )
+    ratios = imbalance_ratios(after).select("broker", F.round(RATIO, 4).alias("imbalance_after"))
+    return (
+        counts_before.join(counts_after, "broker", "full")
+        .join(ratios, "broker", "full")
+        .na.fill(0)
+        .orderBy("broker")
+    )
+
+
+def run(spark: SparkSession, config: QuickstartConfig) -> dict[str, object]:
+    c = config.cluster
+    cluster = generate_cluster(
+        spark,
+        c.brokers,
+        c.racks,
+        c.topics,
+        c.partitions_per_topic,
+        c.replication_factor,
+        config.seed,
+    )
+    before = to_compact(cluster.partitions, cluster.topics, c.replication_factor).cache()
+    total = before.count()  # commit point: the starting generation
+    dead = BrokerSet.of(config.fail_brokers)
+    view = ClusterView(BrokerSet.of(range(c.brokers)) - dead, controller_epoch=2)
+    after, outcomes = broker_failure(before, dead, view, config.unclean_leader_election_enable)
+    after = after.cache()
+    summary = outcomes.agg(
+        F.sum((F.col("outcome") == 2).cast("int")).alias("elected"),
+        F.sum((F.col("outcome") == 3).cast("int")).alias("failed"),
+        F.sum(F.col("unclean").cast("int")).alias("unclean"),
+    ).first()
+    offline = after.where(F.col(s.LEADER) == s.NO_LEADER).count()
+    table = leader_table(before, after).collect()
+    return {
+        "partitions": total,
+        "failed_brokers": sorted(dead.ids),
+        "elected": summary["elected"] or 0,
+        "no_leader_elected": summary["failed"] or 0,
+        "unclean_elections": summary["unclean"] or 0,
+        "offline_partitions": offline,
+        "brokers": [r.asDict() for r in table],
+    }
+
+
+def render(result: dict[str, object]) -> str:
+    rows = result["brokers"]
+    assert isinstance(rows, list)
+    lines = [
+        f"partitions: {result['partitions']}  failed brokers: {result['failed_brokers']}",
+        f"elected: {result['elected']}  no leader: {result['no_leader_elected']}  "
+        f"unclean: {result['unclean_elections']}  offline partitions: {result['offline_partitions']}",
+        "",
+        f"{'broker':>6} {'leaders before':>15} {'leaders after':>14} {'imbalance after':>16}",
+    ]
+    for r in rows:
+        broker = "none" if r["broker"] == s.NO_LEADER else str(r["broker"])
+        lines.append(
+            f"{broker:>6} {r['leaders_before']:>15} {r['leaders_after']:>14} {r['imbalance_after']:>16.4f}"
+        )
+    return "\n".join(lines)

@@ -20,26 +20,18 @@ State transitions of a client (``KazooState`` seen by listeners):
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import (
-    ConnectionClosedError,
-    NodeExistsError,
-    NoNodeError,
-    SessionExpiredError,
-)
-from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 from pyspark.sql import DataFrame
 
 from controller.zk.errors import ControllerMovedError
+from controller.zk.memory_client import InMemoryClient, WatchFn
 from controller.zk.memory_partitions import PartitionRegion, parse
-from controller.zk.memory_transaction import InMemoryTransaction
 from controller.zk.memory_tree import (
     CHANGED,
     CHILD,
@@ -53,14 +45,12 @@ from controller.zk.memory_tree import (
 from controller.zk.memory_watches import Dispatcher
 from controller.zk.paths import BROKER_TOPICS, CONTROLLER_EPOCH, PartitionStateZNode
 
-WatchFn = Callable[[WatchedEvent], Any]
 _EVENT_TYPES = {
     CREATED: EventType.CREATED,
     DELETED: EventType.DELETED,
     CHANGED: EventType.CHANGED,
     CHILD: EventType.CHILD,
 }
-_session_ids = itertools.count(0x1_0000_0000)
 
 
 def _wall_clock_ms() -> int:
@@ -195,224 +185,3 @@ class InMemoryZooKeeper:
     def read_states(self) -> DataFrame | None:
         with self.lock:
             return self.partitions.states()
-
-
-class InMemoryClient:
-    """A kazoo-shaped client of an ``InMemoryZooKeeper``; see the module docstring."""
-
-    def __init__(self, store: InMemoryZooKeeper) -> None:
-        self.store = store
-        self.session_id: int | None = None
-        self._password = b""
-        self.client_state: str = KeeperState.CLOSED
-        self.state: str = KazooState.LOST
-        self.state_listeners: dict[Callable[[str], Any], None] = {}
-        self._data_watchers: dict[str, dict[WatchFn, None]] = {}
-        self._child_watchers: dict[str, dict[WatchFn, None]] = {}
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def start(self, timeout: float = 15) -> None:
-        with self.store.lock:
-            if self.client_state != KeeperState.CONNECTED:
-                if self not in self.store._clients:
-                    self.store._clients.append(self)
-                self._open_session()
-
-    def stop(self) -> None:
-        with self.store.lock:
-            if self.session_id is not None:
-                session = self.session_id
-                self._lose(KeeperState.CLOSED)
-                self.store.close_session(session)
-            self.client_state = KeeperState.CLOSED
-
-    def close(self) -> None:
-        self.store.forget(self)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    @property
-    def connected(self) -> bool:
-        return self.client_state == KeeperState.CONNECTED
-
-    @property
-    def client_id(self) -> tuple[int, bytes] | None:
-        return None if self.session_id is None else (self.session_id, self._password)
-
-    def add_listener(self, listener: Callable[[str], Any]) -> None:
-        self.state_listeners[listener] = None
-
-    def remove_listener(self, listener: Callable[[str], Any]) -> None:
-        self.state_listeners.pop(listener, None)
-
-    def _open_session(self) -> None:
-        self.session_id = next(_session_ids)
-        self._password = os.urandom(16)
-        self.client_state = KeeperState.CONNECTED
-        self._change_state(KazooState.CONNECTED)
-
-    def _suspend(self) -> None:
-        self.client_state = KeeperState.CONNECTING
-        self._change_state(KazooState.SUSPENDED)
-        self._flush_watches(KeeperState.CONNECTING)
-
-    def _lose(self, keeper_state: str) -> None:
-        """Session gone: tell listeners, then flush this client's watches with a NONE event."""
-        self.session_id = None
-        self.client_state = keeper_state
-        self._change_state(KazooState.LOST)
-        self._flush_watches(keeper_state)
-
-    def _flush_watches(self, keeper_state: str) -> None:
-        event = WatchedEvent(EventType.NONE, keeper_state, None)
-        watchers = [*self._child_watchers.values(), *self._data_watchers.values()]
-        self._child_watchers, self._data_watchers = {}, {}
-        for fns in watchers:
-            for fn in fns:
-                self.store.dispatcher.submit(fn, event)
-
-    def _change_state(self, state: str) -> None:
-        if state == self.state:
-            return
-        self.state = state
-        for listener in list(self.state_listeners):
-            self.store.dispatcher.submit(self._call_listener, listener, state)
-
-    def _call_listener(self, listener: Callable[[str], Any], state: str) -> None:
-        if listener(state) is True:
-            self.remove_listener(listener)
-
-    def _live(self) -> int:
-        if self.client_state == KeeperState.EXPIRED_SESSION:
-            raise SessionExpiredError()
-        if self.session_id is None:
-            raise ConnectionClosedError("Connection has been closed")
-        return self.session_id
-
-    # -- reads ------------------------------------------------------------------------------
-    def _watch(self, table: dict[str, dict[WatchFn, None]], path: str, fn: WatchFn | None) -> None:
-        if fn is not None:
-            table.setdefault(path, {})[fn] = None
-
-    def exists(self, path: str, watch: WatchFn | None = None) -> ZnodeStat | None:
-        with self.store.lock:
-            self._live()
-            stat = self.store.tree.stat(path)
-            self._watch(self._data_watchers, path, watch)
-            return stat
-
-    def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, ZnodeStat]:
-        with self.store.lock:
-            self._live()
-            node = self.store.tree.lookup(path)
-            if node is None:
-                raise NoNodeError(path)
-            self._watch(self._data_watchers, path, watch)
-            return node.data, node.stat(self.store.tree.extra_children(path))
-
-    def get_children(
-        self, path: str, watch: WatchFn | None = None, include_data: bool = False
-    ) -> list[str] | tuple[list[str], ZnodeStat]:
-        with self.store.lock:
-            self._live()
-            children = self.store.tree.children(path)
-            self._watch(self._child_watchers, path, watch)
-            if include_data:
-                stat = self.store.tree.stat(path)
-                assert stat is not None
-                return children, stat
-            return children
-
-    def sync(self, path: str) -> str:
-        return path
-
-    # -- writes -----------------------------------------------------------------------------
-    def create(
-        self,
-        path: str,
-        value: bytes = b"",
-        acl: Any = None,
-        ephemeral: bool = False,
-        sequence: bool = False,
-        makepath: bool = False,
-        include_data: bool = False,
-    ) -> str | tuple[str, ZnodeStat]:
-        if not isinstance(value, bytes):
-            raise TypeError("Invalid type for 'value' (must be a byte string)")
-        with self.store.lock:
-            owner = self._live() if ephemeral else 0
-            self._live()
-            if makepath:
-                parent = path.rsplit("/", 1)[0]
-                if parent and self.store.tree.lookup(parent) is None:
-                    self.ensure_path(parent)
-            created = self.store.run(lambda st: st.create(path, value, owner, sequence))
-            if include_data:
-                stat = self.store.tree.stat(created)
-                assert stat is not None
-                return created, stat
-            return created
-
-    def ensure_path(self, path: str, acl: Any = None) -> bool:
-        with self.store.lock:
-            self._live()
-            prefix = ""
-            for part in path.strip("/").split("/"):
-                prefix = f"{prefix}/{part}"
-                if self.store.tree.lookup(prefix) is None:
-                    with contextlib.suppress(NodeExistsError):
-                        self.store.run(lambda st, p=prefix: st.create(p, b""))
-            return True
-
-    def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
-        if not isinstance(value, bytes):
-            raise TypeError("Invalid type for 'value' (must be a byte string)")
-        with self.store.lock:
-            self._live()
-            return self.store.run(lambda st: st.set(path, value, version))
-
-    def delete(self, path: str, version: int = -1, recursive: bool = False) -> bool:
-        with self.store.lock:
-            self._live()
-            if recursive:
-                return self._delete_recursive(path)
-            self.store.run(lambda st: st.delete(path, version))
-            return True
-
-    def _delete_recursive(self, path: str) -> bool:
-        tree = self.store.tree
-        if tree.lookup(path) is None:
-            return True
-        # Partition znodes of whole topics go in one DataFrame step, not one op per znode.
-        for node_path in sorted(tree.nodes):
-            if (node_path == path or node_path.startswith(f"{path}/")) and node_path.endswith(
-                "/partitions"
-            ):
-                topic = node_path.split("/")[3] if node_path.count("/") == 4 else None
-                if topic is not None and node_path == f"{BROKER_TOPICS}/{topic}/partitions":
-                    self._drop_partition_nodes(topic)
-        order: list[str] = []
-        stack = [path]
-        while stack:
-            current = stack.pop()
-            order.append(current)
-            stack += [f"{current.rstrip('/')}/{c}" for c in tree.children(current)]
-        for node_path in reversed(order):
-            self.store.run(lambda st, p=node_path: st.delete(p))
-        return True
-
-    def _drop_partition_nodes(self, topic: str) -> None:
-        prefix = f"{BROKER_TOPICS}/{topic}/partitions/"
-        watched = [
-            p
-            for c in self.store._clients
-            for p in [*c._data_watchers, *c._child_watchers]
-            if p.startswith(prefix) and self.store.tree.lookup(p) is not None
-        ]
-        self.store.partitions.drop_topic(topic)
-        self.store.fire([(DELETED, p) for p in sorted(set(watched), reverse=True)])
-
-    def transaction(self) -> InMemoryTransaction:
-        return InMemoryTransaction(self)

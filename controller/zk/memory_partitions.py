@@ -25,25 +25,19 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-from controller.zk.errors import MalformedZnodeError
+from controller.zk.memory_rows import (
+    INTERNAL_SCHEMA,
+    ROW_COLUMNS,
+    STATE_COLUMNS,
+    Entry,
+    Key,
+    decode_state,
+    from_row,
+    to_row,
+)
 from controller.zk.memory_tree import Znode
-from controller.zk.paths import PartitionStateZNode
 from statemachines.schemas import (
-    CONTROLLER_EPOCH,
-    ISR,
-    LEADER,
-    LEADER_EPOCH,
     PARTITION,
     TOPIC,
     ZK_VERSION,
@@ -52,38 +46,6 @@ from statemachines.schemas import (
 _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
 
-STATE_COLUMNS = (LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH)
-# Per partition: the partition node's stat (p_*), the state node's payload columns and stat.
-INTERNAL_SCHEMA = StructType(
-    [
-        StructField(TOPIC, StringType(), False),
-        StructField(PARTITION, IntegerType(), False),
-        StructField("p_data", BinaryType(), True),
-        StructField("p_version", IntegerType(), False),
-        StructField("p_czxid", LongType(), False),
-        StructField("p_mzxid", LongType(), False),
-        StructField("p_ctime", LongType(), False),
-        StructField("p_mtime", LongType(), False),
-        StructField("p_cversion", IntegerType(), False),
-        StructField("p_pzxid", LongType(), False),
-        StructField("has_state", BooleanType(), False),
-        StructField(LEADER, IntegerType(), True),
-        StructField(LEADER_EPOCH, IntegerType(), True),
-        StructField(ISR, ArrayType(IntegerType(), False), True),
-        StructField(CONTROLLER_EPOCH, IntegerType(), True),
-        StructField(ZK_VERSION, IntegerType(), True),
-        StructField("s_czxid", LongType(), True),
-        StructField("s_mzxid", LongType(), True),
-        StructField("s_ctime", LongType(), True),
-        StructField("s_mtime", LongType(), True),
-        # The state payload when it is not the canonical encoding of the columns (else null).
-        StructField("raw", BinaryType(), True),
-    ]
-)
-_COLS = [f.name for f in INTERNAL_SCHEMA.fields]
-
-Key = tuple[str, int]
-
 
 def parse(path: str) -> tuple[Key, bool] | None:
     """(topic, partition), is_state — for a partition or state path; None otherwise."""
@@ -91,12 +53,6 @@ def parse(path: str) -> tuple[Key, bool] | None:
     if match is None:
         return None
     return (match.group(1), int(match.group(2))), match.group(3) is not None
-
-
-@dataclass
-class _Entry:
-    partition: Znode | None
-    state: Znode | None
 
 
 @dataclass(frozen=True)
@@ -108,23 +64,12 @@ class BulkOutcome:
     touched: list[tuple[str, int, str]]
 
 
-def _decode(key: Key, data: bytes) -> tuple[tuple[int, int, list[int], int] | None, bytes | None]:
-    path = PartitionStateZNode.path(*key)
-    try:
-        state = PartitionStateZNode.decode(data, path)
-    except MalformedZnodeError:
-        return None, data
-    fields = (state.leader, state.leader_epoch, list(state.isr), state.controller_epoch)
-    canonical = PartitionStateZNode.encode_fields(*fields) == data
-    return fields, None if canonical else data
-
-
 class PartitionRegion:
     """The ``Region`` of ``memory_tree`` for partition znodes, plus bulk read/write."""
 
     def __init__(self, snapshot_every: int = 32, broadcast_rows: int = 200_000) -> None:
         self.base: DataFrame | None = None
-        self.overlay: dict[Key, _Entry] = {}
+        self.overlay: dict[Key, Entry] = {}
         self.dirty: set[Key] = set()
         self.counts: dict[str, int] = {}
         self.malformed: set[Key] = set()
@@ -171,7 +116,7 @@ class PartitionRegion:
             entry = self._entry(key)
             if is_state:
                 entry.state = node
-                if node is not None and _decode(key, node.data)[0] is None:
+                if node is not None and decode_state(key, node.data)[0] is None:
                     self.malformed.add(key)
                 else:
                     self.malformed.discard(key)
@@ -182,10 +127,10 @@ class PartitionRegion:
             self.dirty.add(key)
 
     # -- materialising single rows ---------------------------------------------------------
-    def _entry(self, key: Key) -> _Entry:
+    def _entry(self, key: Key) -> Entry:
         entry = self.overlay.get(key)
         if entry is None:
-            entry = _Entry(None, None)
+            entry = Entry(None, None)
             if self.base is not None and self.counts.get(key[0]):
                 rows = (
                     self.base.filter((F.col(TOPIC) == key[0]) & (F.col(PARTITION) == key[1]))
@@ -193,42 +138,9 @@ class PartitionRegion:
                     .collect()
                 )
                 if rows:
-                    entry = self._from_row(rows[0].asDict())
+                    entry = from_row(rows[0].asDict())
             self.overlay[key] = entry
         return entry
-
-    @staticmethod
-    def _from_row(r: dict) -> _Entry:
-        children = {"state": None} if r["has_state"] else {}
-        partition = Znode(
-            bytes(r["p_data"] or b""), r["p_czxid"], r["p_mzxid"], r["p_ctime"], r["p_mtime"],
-            r["p_version"], r["p_cversion"], 0, r["p_pzxid"], children,
-        )  # fmt: skip
-        state = None
-        if r["has_state"]:
-            data = r["raw"]
-            if data is None:
-                data = PartitionStateZNode.encode_fields(
-                    r[LEADER], r[LEADER_EPOCH], r[ISR], r[CONTROLLER_EPOCH]
-                )
-            state = Znode(
-                bytes(data), r["s_czxid"], r["s_mzxid"], r["s_ctime"], r["s_mtime"],
-                r[ZK_VERSION], 0, 0, r["s_czxid"],
-            )  # fmt: skip
-        return _Entry(partition, state)
-
-    @staticmethod
-    def _to_row(key: Key, entry: _Entry) -> tuple:
-        p, s = entry.partition, entry.state
-        assert p is not None
-        fields, raw = _decode(key, s.data) if s is not None else (None, None)
-        leader, epoch, isr, cepoch = fields or (None, None, None, None)
-        return (
-            key[0], key[1], p.data or None, p.version, p.czxid, p.mzxid, p.ctime, p.mtime,
-            p.cversion, p.pzxid, s is not None, leader, epoch, isr, cepoch,
-            s.version if s else None, s.czxid if s else None, s.mzxid if s else None,
-            s.ctime if s else None, s.mtime if s else None, raw,
-        )  # fmt: skip
 
     # -- generations -----------------------------------------------------------------------
     def _spark(self) -> SparkSession:
@@ -266,7 +178,7 @@ class PartitionRegion:
         if self.dirty:
             spark = self.base.sparkSession if self.base is not None else self._spark()
             keys = sorted(self.dirty)
-            rows = [self._to_row(k, self.overlay[k]) for k in keys if self.overlay[k].partition]
+            rows = [to_row(k, self.overlay[k]) for k in keys if self.overlay[k].partition]
             changed = spark.createDataFrame(rows, INTERNAL_SCHEMA)
             key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
             base = self.base if self.base is not None else self._empty(spark)
@@ -378,7 +290,7 @@ class PartitionRegion:
                 .collect()
             ]
         # The merge result stays cached and backs the new generation (one pass per write).
-        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*_COLS), held=m)
+        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), held=m)
         for (topic, result), n in counts.items():
             if result == "created":
                 self.counts[topic] = self.counts.get(topic, 0) + n

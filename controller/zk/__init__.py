@@ -7,6 +7,7 @@
 * ``bootstrap``: write a cluster into ZooKeeper in Kafka's layout, or read one back.
 """
 
+from controller.zk.bootstrap import ClusterSnapshot, bootstrap_cluster, read_cluster
 from controller.zk.errors import ControllerMovedError, MalformedZnodeError
 from controller.zk.fencing import FencedWriter
 from controller.zk.kazoo_client import KazooZkClient, connect
@@ -22,6 +23,7 @@ from controller.zk.protocol import ZkClient
 __all__ = [
     "NEW_PARTITION_VERSION",
     "STATES_SCHEMA",
+    "ClusterSnapshot",
     "ControllerMovedError",
     "FencedWriter",
     "InMemoryClient",
@@ -30,6 +32,8 @@ __all__ = [
     "MalformedZnodeError",
     "PartitionStateStore",
     "ZkClient",
+    "bootstrap_cluster",
     "changed_states",
     "connect",
+    "read_cluster",
 ]

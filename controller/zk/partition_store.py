@@ -11,7 +11,7 @@ state znode are absent from the result. A payload that is not a partition state 
 ``MalformedZnodeError`` naming its path.
 
 ``write_states(states, expected_epoch_zk_version) -> DataFrame`` writes every row of ``states``
-(same columns; ``zk_version`` is the *expected* current version, ``NEW_PARTITION_VERSION`` (-1) to
+(one row per partition; same columns; ``zk_version`` is the *expected* current version, ``NEW_PARTITION_VERSION`` (-1) to
 create the partition znode and its state). After success a row's znode is at version
 ``zk_version + 1`` (0 for a created one). The whole write is fenced by the ``/controller_epoch``
 version: if another controller moved it, ``ControllerMovedError`` is raised. Returned: the rows

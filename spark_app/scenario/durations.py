@@ -1,0 +1,48 @@
+"""Virtual-time durations of a scenario: ``"0s"``, ``"500ms"``, ``"5m"``, ``"1h"`` or int milliseconds.
+
+Every duration is parsed to an ``int`` of milliseconds once, at load time, so the runner only ever
+sees integers. Floats, booleans and negative values are rejected: virtual time is integral (Kafka's
+clocks are ``long`` milliseconds) and a YAML ``true`` is never meant as a time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)\s*$")
+_HINT = 'write an int of milliseconds or a number with a unit: "500ms", "5s", "5m", "1h"'
+
+
+def parse_duration(value: object) -> int:
+    """``value`` as int milliseconds; ``ValueError`` naming the accepted forms otherwise."""
+    if isinstance(value, bool):  # bool is an int subclass; a YAML `true` is never a time
+        raise ValueError(f"{value!r} is not a duration; {_HINT}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value} is negative; durations are >= 0 ({_HINT})")
+        return value
+    if isinstance(value, str):
+        if value.strip().isdigit():
+            return int(value)
+        match = _DURATION.match(value)
+        if match:
+            return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    raise ValueError(f"{value!r} is not a duration; {_HINT}")
+
+
+def format_duration(ms: int) -> str:
+    """The shortest exact unit form of ``ms`` (``5000`` -> ``"5s"``); the inverse of parsing."""
+    if ms == 0:
+        return "0s"
+    for unit in ("h", "m", "s"):
+        if ms and ms % _UNIT_MS[unit] == 0:
+            return f"{ms // _UNIT_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
+Duration = Annotated[int, BeforeValidator(parse_duration)]
+"""A field type: accepts every form ``parse_duration`` does, holds int milliseconds."""

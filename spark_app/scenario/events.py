@@ -1,0 +1,241 @@
+"""Scenario events: one strict model per ``type``, a discriminated union of them.
+
+Each event is what an operator or the cluster does at a virtual time; the docstrings name the
+Kafka controller event (spec §4.3) it leads to. Whether an event makes sense at its time (topic
+exists, broker is up) is checked against the whole timeline in ``checks``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
+
+from controller.events import ElectionType, TopicPartition
+from spark_app.scenario.durations import Duration
+from spark_app.scenario.kafka_config import TopicConfig
+
+STRICT = ConfigDict(extra="forbid", frozen=True)
+
+# YAML ints are ints: Strict keeps `true` and "3" out of broker ids and counts.
+BrokerId = Annotated[int, Strict(), Field(ge=0)]
+PartitionId = Annotated[int, Strict(), Field(ge=0)]
+Count = Annotated[int, Strict(), Field(ge=1)]
+# Assignment keys arrive as strings ("0") in JSON-style YAML, so keys are lax ints.
+Assignment = dict[Annotated[int, Field(ge=0)], tuple[BrokerId, ...]]
+
+
+class PartitionRef(BaseModel):
+    """A partition ``topic-partition`` (Kafka's ``TopicPartition``)."""
+
+    model_config = STRICT
+    topic: str = Field(description="topic name")
+    partition: PartitionId = Field(description="partition id")
+
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class TopicSpec(BaseModel):
+    """A topic as created by the admin path (spec §9.1): name, size, overrides, placement."""
+
+    model_config = STRICT
+    name: str = Field(description="legal Kafka topic name: [a-zA-Z0-9._-], <= 249 chars")
+    partitions: Count = Field(description="partition count")
+    replication_factor: Count = Field(description="replicas per partition (<= broker count)")
+    config: TopicConfig = Field(
+        default_factory=TopicConfig, description="topic-level overrides (/config/topics/<name>)"
+    )
+    assignment: Assignment | None = Field(
+        None,
+        description="partition id -> replicas (preferred first); partitions not listed are "
+        "placed by Kafka's assignReplicasToBrokers",
+    )
+
+
+class _Event(BaseModel):
+    model_config = STRICT
+    at: Duration = Field(description="virtual time: int ms or '500ms', '5s', '5m', '1h'")
+
+
+class BrokerFailure(_Event):
+    """Brokers crash: their ``/brokers/ids`` znodes vanish -> ``BrokerChange`` (dead, §8.2)."""
+
+    type: Literal["broker_failure"] = Field("broker_failure", description="event type")
+    brokers: tuple[BrokerId, ...] = Field(min_length=1, description="brokers that crash")
+
+
+class BrokerStartup(_Event):
+    """Brokers register in ``/brokers/ids`` -> ``BrokerChange`` (new, ``onBrokerStartup`` §8.1)."""
+
+    type: Literal["broker_startup"] = Field("broker_startup", description="event type")
+    brokers: tuple[BrokerId, ...] = Field(min_length=1, description="brokers that start")
+
+
+class ControlledShutdown(_Event):
+    """A broker's ``ControlledShutdown`` request (§8.4): it joins ``shuttingDownBrokerIds``.
+
+    The broker stays registered until it exits; a later ``broker_failure`` (or the runner) ends it.
+    """
+
+    type: Literal["controlled_shutdown"] = Field("controlled_shutdown", description="event type")
+    broker: BrokerId = Field(description="the broker shutting down")
+
+
+class CreateTopic(_Event):
+    """An admin creates ``/brokers/topics/<t>`` -> ``TopicChange`` (§9.1)."""
+
+    type: Literal["create_topic"] = Field("create_topic", description="event type")
+    topic: TopicSpec = Field(description="the new topic")
+
+
+class AddPartitions(_Event):
+    """``CreatePartitions`` rewrites the topic znode -> ``PartitionModifications`` (§9.2)."""
+
+    type: Literal["add_partitions"] = Field("add_partitions", description="event type")
+    topic: str = Field(description="existing topic")
+    total: Count = Field(description="new partition count (larger than the current one)")
+    assignment: Assignment | None = Field(
+        None, description="replicas of new partition ids; else Kafka's algorithm"
+    )
+
+
+class DeleteTopic(_Event):
+    """An admin writes ``/admin/delete_topics/<t>`` -> ``TopicDeletion`` (§9.5).
+
+    With ``delete.topic.enable: false`` the controller drops the request and the topic stays.
+    """
+
+    type: Literal["delete_topic"] = Field("delete_topic", description="event type")
+    topic: str = Field(description="existing topic")
+
+
+class ReassignmentEntry(BaseModel):
+    """One partition of a reassignment plan, as in ``kafka-reassign-partitions`` JSON."""
+
+    model_config = STRICT
+    topic: str = Field(description="topic name")
+    partition: PartitionId = Field(description="partition id")
+    replicas: tuple[BrokerId, ...] = Field(min_length=1, description="target replicas, in order")
+    log_dirs: tuple[str, ...] | None = Field(
+        None, description="per-replica log dirs ('any'); one per replica"
+    )
+
+
+class ReassignmentPlan(BaseModel):
+    """Kafka's reassignment JSON (``{"version": 1, "partitions": [...]}``)."""
+
+    model_config = STRICT
+    version: Literal[1] = Field(description="format version; Kafka knows only 1")
+    partitions: tuple[ReassignmentEntry, ...] = Field(
+        min_length=1, description="partitions to move"
+    )
+
+
+class ReassignPartitions(_Event):
+    """A reassignment: ``/admin/reassign_partitions`` (``ZkPartitionReassignment``) or the
+    ``AlterPartitionReassignments`` API (``ApiPartitionReassignment``, 2.4+), §10."""
+
+    type: Literal["reassign_partitions"] = Field("reassign_partitions", description="event type")
+    via: Literal["zk", "api"] = Field(description="zk: the admin znode; api: KIP-455 (2.4+)")
+    plan: ReassignmentPlan = Field(description="the reassignment JSON")
+
+
+class CancelReassignment(_Event):
+    """``AlterPartitionReassignments`` with no target: revert to the origin replicas (2.4+)."""
+
+    type: Literal["cancel_reassignment"] = Field("cancel_reassignment", description="event type")
+    partitions: tuple[PartitionRef, ...] = Field(min_length=1, description="partitions to cancel")
+
+
+def _scope_tag(value: object) -> str:
+    return "all" if isinstance(value, str) else "list"
+
+
+ElectionScope = Annotated[
+    Annotated[Literal["all"], Tag("all")] | Annotated[tuple[PartitionRef, ...], Tag("list")],
+    Discriminator(_scope_tag),
+]
+
+
+class ElectLeaders(_Event):
+    """A leader election: ``/admin/preferred_replica_election`` (zk, preferred only) or the
+    ``ElectLeaders`` API -> ``ReplicaLeaderElection`` (§11.1)."""
+
+    type: Literal["elect_leaders"] = Field("elect_leaders", description="event type")
+    via: Literal["zk", "api"] = Field(description="zk: the admin znode; api: ElectLeaders")
+    election_type: Literal["preferred", "unclean"] = Field(
+        "preferred", description="preferred, or unclean (api, 2.4+)"
+    )
+    partitions: ElectionScope = Field(description="'all' or a list of {topic, partition}")
+
+    def kafka_election_type(self) -> ElectionType:
+        return ElectionType.PREFERRED if self.election_type == "preferred" else ElectionType.UNCLEAN
+
+
+class IsrChange(_Event):
+    """A partition leader changes its ISR: a ZK write + ``IsrChangeNotification`` (IBP < 2.7-IV2)
+    or an ``AlterIsr`` request (§12.4, §12.5)."""
+
+    type: Literal["isr_change"] = Field("isr_change", description="event type")
+    topic: str = Field(description="topic name")
+    partition: PartitionId = Field(description="partition id")
+    isr: tuple[BrokerId, ...] = Field(min_length=1, description="the new ISR")
+
+
+class SetTopicConfig(_Event):
+    """An admin sets topic overrides in ``/config/topics/<t>`` (keys given are set, others kept);
+    enabling unclean election leads to ``TopicUncleanLeaderElectionEnable``."""
+
+    type: Literal["set_topic_config"] = Field("set_topic_config", description="event type")
+    topic: str = Field(description="existing topic")
+    config: TopicConfig = Field(description="overrides to set")
+
+
+class ZkSessionExpiry(_Event):
+    """A broker's ZooKeeper session expires (§3.6): the controller's => ``Expire`` and failover;
+    any broker re-registers (``BrokerChange``)."""
+
+    type: Literal["zk_session_expiry"] = Field("zk_session_expiry", description="event type")
+    broker: BrokerId = Field(description="whose session expires")
+
+
+class LogDirFailure(_Event):
+    """A broker's log directory fails -> ``LogDirEventNotification`` (§8.6)."""
+
+    type: Literal["log_dir_failure"] = Field("log_dir_failure", description="event type")
+    broker: BrokerId = Field(description="the broker with the failed directory")
+
+
+ScenarioEvent = Annotated[
+    BrokerFailure
+    | BrokerStartup
+    | ControlledShutdown
+    | CreateTopic
+    | AddPartitions
+    | DeleteTopic
+    | ReassignPartitions
+    | CancelReassignment
+    | ElectLeaders
+    | IsrChange
+    | SetTopicConfig
+    | ZkSessionExpiry
+    | LogDirFailure,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: tuple[str, ...] = (
+    "broker_failure",
+    "broker_startup",
+    "controlled_shutdown",
+    "create_topic",
+    "add_partitions",
+    "delete_topic",
+    "reassign_partitions",
+    "cancel_reassignment",
+    "elect_leaders",
+    "isr_change",
+    "set_topic_config",
+    "zk_session_expiry",
+    "log_dir_failure",
+)

@@ -1,0 +1,76 @@
+"""Loading a scenario: strict YAML (safe, no duplicate keys) -> ``Scenario`` or ``ScenarioError``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
+from spark_app.scenario.model import Scenario
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``SafeLoader`` that rejects duplicate keys (PyYAML silently keeps the last one)."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key {key!r}; keep one", key_node.start_mark,
+            )  # fmt: skip
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def scenario_from_data(data: object, source: str | None = None) -> Scenario:
+    """Validate already-parsed YAML data; every problem in one ``ScenarioError``."""
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            [
+                (
+                    "",
+                    f"a scenario is a YAML mapping (name, cluster, events, ...), not {type(data).__name__}",
+                )
+            ],
+            source,
+        )
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(problems_from_validation_error(Scenario, err), source) from None
+
+
+def parse_scenario(text: str, source: str = "<string>") -> Scenario:
+    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        detail = " ".join(x for x in (err.context, err.problem) if x)
+        raise ScenarioError([("(yaml)", f"{where}{detail}")], source) from None
+    except yaml.YAMLError as err:
+        raise ScenarioError([("(yaml)", str(err))], source) from None
+    return scenario_from_data(data, source)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and validate a scenario file; ``ScenarioError`` lists every problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(
+            [("", f"cannot read the file: {err.strerror or err}")], source
+        ) from None
+    return parse_scenario(text, source)

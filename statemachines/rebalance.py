@@ -31,7 +31,7 @@ def imbalance_ratios(partitions: DataFrame, excluded: Column | None = None) -> D
     """
     df = partitions if excluded is None else partitions.where(~F.coalesce(excluded, F.lit(False)))
     grouped = df.groupBy(F.col(s.replica_col(0)).alias(PREFERRED)).agg(
-        F.count(F.lit(1)).cast("int").alias(TOTAL),
+        F.sum(F.lit(1)).cast("int").alias(TOTAL),
         F.sum(_not_preferred().cast("int")).cast("int").alias(NOT_PREFERRED),
     )
     return grouped.withColumn(RATIO, F.col(NOT_PREFERRED) / F.col(TOTAL))

@@ -51,7 +51,7 @@ def model_violations(
     reps = F.col(s.REPLICAS)
     isr = F.col(s.ISR)
     leader = F.col(s.LEADER)
-    duplicates = F.count(F.lit(1)).over(Window.partitionBy(s.TOPIC, s.PARTITION))
+    duplicates = F.sum(F.lit(1)).over(Window.partitionBy(s.TOPIC, s.PARTITION))
     checks: dict[str, Column] = {
         "empty_replicas": F.size(reps) == 0,
         "duplicate_replicas": F.size(F.array_distinct(reps)) != F.size(reps),

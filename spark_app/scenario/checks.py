@@ -249,7 +249,7 @@ class _Checker:
             replicas = topic.replicas.get(row.partition) if topic else None
             if replicas is None:
                 continue  # placed by Kafka's algorithm: replicas unknown until the runner assigns
-            if row.leader != -1 and row.leader not in replicas:
+            if row.leader in known and row.leader not in replicas:
                 self.add(
                     (*path, "leader"),
                     f"leader {row.leader} is not a replica {sorted(replicas)}; use one or -1",
@@ -277,7 +277,7 @@ class _Checker:
                     f"broker {rrow.broker} is not a broker of the cluster; use one of {_ids(known)}",
                 )
             replicas = topic.replicas.get(rrow.partition) if topic else None
-            if replicas is not None and rrow.broker not in replicas:
+            if replicas is not None and rrow.broker in known and rrow.broker not in replicas:
                 self.add(
                     (*path, "broker"),
                     f"broker {rrow.broker} holds no replica of {rrow.topic}-{rrow.partition} (replicas {sorted(replicas)})",

@@ -180,6 +180,14 @@ def problems_from_validation_error(root: type[BaseModel], err: ValidationError) 
                 for path, message in inner.problems
             )
             continue
+        ctx = error.get("ctx") or {}
+        got = error.get("input")
+        if (
+            error["type"] == "too_short"
+            and isinstance(got, list | tuple)
+            and len(got) >= ctx.get("min_length", 0)
+        ):
+            continue  # pydantic counts only valid items; the invalid ones are reported already
         key = error["loc"][-1] if error["loc"] else None
         problems.append((join_path(*parts), _message(error, holder, key, tp)))
     return problems

@@ -755,3 +755,21 @@ def test_valid_scenarios_round_trip_through_yaml(data: dict[str, Any]) -> None:
     assert again == scenario
     assert again.timeline() == scenario.timeline()
     assert isinstance(again, Scenario)
+
+
+def test_every_model_is_strict_and_every_field_described() -> None:
+    import inspect
+
+    from pydantic import BaseModel
+
+    from spark_app.scenario import kafka_config, model
+
+    for module in (model, ev, kafka_config):
+        for cls in vars(module).values():
+            if (
+                inspect.isclass(cls)
+                and issubclass(cls, BaseModel)
+                and cls.__module__ == module.__name__
+            ):
+                assert cls.model_config.get("extra") == "forbid" and cls.model_config.get("frozen")
+                assert all(f.description for f in cls.model_fields.values()), cls.__name__

@@ -1,9 +1,9 @@
 """The quickstart job: generate a cluster, crash brokers, and show where leadership lands.
 
-It runs Kafka's broker-failure sequence (spec §8.2 b–e) in bulk: partitions whose leader is no
-longer online go OfflinePartition, every Offline/New partition is elected with the offline
-strategy, then the dead brokers' replicas go OfflineReplica (ISR shrink). One commit point
-materialises the new generation; only per-broker aggregates reach the driver.
+It runs Kafka's broker-failure sequence (spec §8.2 b–e, ``controller.handlers.brokers``) in bulk:
+partitions whose leader is no longer online go OfflinePartition, every Offline/New partition is
+elected with the offline strategy, then the dead brokers' replicas go OfflineReplica (ISR
+shrink). Only per-broker aggregates reach the driver.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from controller.handlers.brokers import (
+    ELECTED,
+    FAILED_ELECTION,
+    UNCLEAN_ELECTED,
+    on_broker_failure,
+)
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.election import OfflinePartitionLeaderElectionStrategy
 from statemachines.generator import generate_cluster
 from statemachines.layout import to_compact
-from statemachines.partition_states import PartitionState
-from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.rebalance import RATIO, imbalance_ratios
-from statemachines.replica_states import ReplicaState
-from statemachines.replica_states import handle_state_changes as replica_changes
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,32 +87,6 @@ def load_config(path: str | Path) -> QuickstartConfig:
         return QuickstartConfig.model_validate(yaml.safe_load(f))
 
 
-def broker_failure(
-    compact: DataFrame, dead: BrokerSet, view: ClusterView, unclean: bool
-) -> tuple[DataFrame, DataFrame]:
-    """§8.2 b–e as one lazy chain: (next generation, per-partition election outcomes)."""
-    w = s.width(compact)
-    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
-    leader_online = view.live.contains(F.col(s.LEADER))
-    offline = partition_changes(
-        compact, has_leadership & ~leader_online, PartitionState.OfflinePartition
-    ).partitions
-    state = F.col(s.STATE_CODE)
-    needs_leader = state.isin(
-        int(PartitionState.OfflinePartition), int(PartitionState.NewPartition)
-    )
-    elected = partition_changes(
-        offline.withColumn("unclean_enabled", F.lit(unclean)),
-        needs_leader,
-        PartitionState.OnlinePartition,
-        view,
-        OfflinePartitionLeaderElectionStrategy(unclean_column="unclean_enabled"),
-    )
-    after = replica_changes(elected.partitions, dead, ReplicaState.OfflineReplica).partitions
-    outcomes = elected.outcomes.select(s.TOPIC_INDEX, s.PARTITION, "outcome", "unclean")
-    return after.select(*s.compact_columns(w)), outcomes
-
-
 def leader_table(before: DataFrame, after: DataFrame) -> DataFrame:
     """broker, leaders before, leaders after, imbalance ratio after — one row per broker."""
     counts_before = before.groupBy(F.col(s.LEADER).alias("broker")).agg(
@@ -144,12 +119,14 @@ def run(spark: SparkSession, config: QuickstartConfig) -> dict[str, object]:
     total = before.count()  # commit point: the starting generation
     dead = BrokerSet.of(config.fail_brokers)
     view = ClusterView(BrokerSet.of(range(c.brokers)) - dead, controller_epoch=2)
-    after, outcomes = broker_failure(before, dead, view, config.unclean_leader_election_enable)
-    after = after.cache()
-    summary = outcomes.agg(
-        F.sum((F.col("outcome") == 2).cast("int")).alias("elected"),
-        F.sum((F.col("outcome") == 3).cast("int")).alias("failed"),
-        F.sum(F.col("unclean").cast("int")).alias("unclean"),
+    result = on_broker_failure(
+        before, dead, view, F.lit(config.unclean_leader_election_enable), deleting=[]
+    ).cache()
+    after = result.select(*s.compact_columns(c.replication_factor))
+    summary = result.agg(
+        F.sum(ELECTED).alias("elected"),
+        F.sum(FAILED_ELECTION).alias("failed"),
+        F.sum(UNCLEAN_ELECTED).alias("unclean"),
     ).first()
     offline = after.where(F.col(s.LEADER) == s.NO_LEADER).count()
     table = leader_table(before, after).collect()

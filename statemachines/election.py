@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import columns as c
@@ -75,14 +75,27 @@ def controlled_shutdown_leader(
 # --------------------------------------------------------------------------------------------
 
 
-def _broker_online(broker: Column, w: int, online: Sequence[Column]) -> Column:
+def _online(k: int) -> Column:
+    return F.col(f"_online_{k}")
+
+
+def stage_online(df: DataFrame, w: int, view: ClusterView) -> DataFrame:
+    """Add ``_online_k`` (``isReplicaOnline`` of position k) once, for every later expression.
+
+    Staging shared sub-expressions as columns keeps each expression small: Spark does not inline
+    a non-trivial column that is referenced more than once, so nothing is duplicated W² times.
+    """
+    return df.withColumns({f"_online_{k}": view.online(k) for k in range(w)})
+
+
+def _broker_online(broker: Column, w: int) -> Column:
     """``isReplicaOnline`` for an ISR member: the online flag of its position in the assignment."""
-    return any_of([(F.col(s.replica_col(k)) == broker) & online[k] for k in range(w)])
+    return any_of([(F.col(s.replica_col(k)) == broker) & _online(k) for k in range(w)])
 
 
 @dataclass(frozen=True)
 class LeadershipChange:
-    """A proposed new leadership per row, as Columns over the compact table."""
+    """A proposed new leadership per row, as Columns over staged columns of the table."""
 
     RECIPIENTS = "lair_recipients"
     UNCLEAN = "unclean"
@@ -132,14 +145,21 @@ def _failed(w: int, why: str) -> LeadershipChange:
     )
 
 
+def _stage(df: DataFrame, prefix: str, leader: Column, isr: list[Column]) -> DataFrame:
+    cols = {f"{prefix}leader": leader}
+    cols |= {f"{prefix}isr_{k}": x for k, x in enumerate(isr)}
+    return df.withColumns(cols)
+
+
 def _elected(
-    name: str, leader: Column, isr: Sequence[Column], recipients: Column, unclean: Column
+    prefix: str, name: str, w: int, recipients: Column, unclean: Column
 ) -> LeadershipChange:
     """A successful election is written as epoch+1 with a conditional set (zk version+1)."""
+    leader = F.col(f"{prefix}leader")
     return LeadershipChange(
         ok=leader.isNotNull(),
         leader=leader,
-        isr=tuple(isr),
+        isr=tuple(F.col(f"{prefix}isr_{k}") for k in range(w)),
         leader_epoch=F.col(s.LEADER_EPOCH) + 1,
         zk_version=F.col(s.ZK_VERSION) + 1,
         recipients=recipients,
@@ -148,15 +168,18 @@ def _elected(
     )
 
 
-def initial_leadership(w: int, view: ClusterView) -> LeadershipChange:
-    """NewPartition → OnlinePartition (§5.3a): leader = first online replica, ISR = online ones."""
-    online = [view.online(k) for k in range(w)]
+def initial_leadership(df: DataFrame, w: int) -> tuple[DataFrame, LeadershipChange]:
+    """NewPartition → OnlinePartition (§5.3a): leader = first online replica, ISR = online ones.
+
+    Needs ``stage_online`` first.
+    """
+    online = [_online(k) for k in range(w)]
     live = compact(c.replicas(w), online)
-    any_live = any_of(online)
-    return LeadershipChange(
-        ok=any_live,
-        leader=live[0],
-        isr=tuple(live),
+    df = _stage(df, "_init_", live[0], live)
+    return df, LeadershipChange(
+        ok=any_of(online),
+        leader=F.col("_init_leader"),
+        isr=tuple(F.col(f"_init_isr_{k}") for k in range(w)),
         leader_epoch=F.lit(s.INITIAL_LEADER_EPOCH),
         zk_version=F.lit(s.INITIAL_ZK_VERSION),
         recipients=mask_of(online),
@@ -166,12 +189,21 @@ def initial_leadership(w: int, view: ClusterView) -> LeadershipChange:
 
 
 class ElectionStrategy:
-    """One of Kafka's ``PartitionLeaderElectionStrategy`` values."""
+    """One of Kafka's ``PartitionLeaderElectionStrategy`` values.
+
+    ``change(df, w, view)`` returns ``df`` with the strategy's staged columns and the proposed
+    ``LeadershipChange`` over them; ``stage_online`` must have run on ``df``.
+    """
 
     name: str
 
-    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+    def change(
+        self, df: DataFrame, w: int, view: ClusterView
+    ) -> tuple[DataFrame, LeadershipChange]:
         raise NotImplementedError
+
+
+_E = "_elect_"
 
 
 @dataclass(frozen=True)
@@ -190,60 +222,84 @@ class OfflinePartitionLeaderElectionStrategy(ElectionStrategy):
     def name(self) -> str:  # type: ignore[override]
         return f"OfflinePartitionLeaderElectionStrategy({str(self.allow_unclean).lower()})"
 
-    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+    def change(
+        self, df: DataFrame, w: int, view: ClusterView
+    ) -> tuple[DataFrame, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        online = [view.online(k) for k in range(w)]
+        online = [_online(k) for k in range(w)]
         if self.allow_unclean:
             unclean_ok = F.lit(True)
         elif self.unclean_column is not None:
             unclean_ok = F.coalesce(F.col(self.unclean_column), F.lit(False))
         else:
             unclean_ok = F.lit(False)
-        leader = offline_leader(reps, isr, online, unclean_ok)
-        was_in_isr = in_list(leader, isr)
-        kept = compact(isr, [_broker_online(x, w, online) for x in isr])
+        df = df.withColumns(
+            {
+                "_offline_leader": offline_leader(reps, isr, online, unclean_ok),
+                **{f"_isr_online_{j}": _broker_online(x, w) for j, x in enumerate(isr)},
+            }
+        )
+        leader = F.col("_offline_leader")
+        df = df.withColumn("_was_in_isr", in_list(leader, isr))
+        was_in_isr = F.col("_was_in_isr")
+        kept = compact(isr, [F.col(f"_isr_online_{j}") for j in range(w)])
         only_leader = [leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
         new_isr = [
             F.when(was_in_isr, a).otherwise(b) for a, b in zip(kept, only_leader, strict=True)
         ]
-        return _elected(self.name, leader, new_isr, mask_of(online), ~was_in_isr)
+        df = _stage(df, _E, leader, new_isr)
+        return df, _elected(_E, self.name, w, mask_of(online), ~was_in_isr)
 
 
 @dataclass(frozen=True)
 class ReassignPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "ReassignPartitionLeaderElectionStrategy"
 
-    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+    def change(
+        self, df: DataFrame, w: int, view: ClusterView
+    ) -> tuple[DataFrame, LeadershipChange]:
         isr = c.isr(w)
         target = [
             ~bit(F.col(s.REMOVING_MASK), k) & (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
             for k in range(w)
         ]
         # T = A − removing keeps A's order, so "first of T" is "first of A that is a target".
-        live_targets = [t & view.online(k) for k, t in enumerate(target)]
-        leader = reassign_leader(c.replicas(w), isr, live_targets)
-        return _elected(self.name, leader, isr, mask_of(target), F.lit(False))
+        live_targets = [t & _online(k) for k, t in enumerate(target)]
+        df = _stage(df, _E, reassign_leader(c.replicas(w), isr, live_targets), isr)
+        return df, _elected(_E, self.name, w, mask_of(target), F.lit(False))
 
 
 @dataclass(frozen=True)
 class PreferredReplicaPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "PreferredReplicaPartitionLeaderElectionStrategy"
 
-    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+    def change(
+        self, df: DataFrame, w: int, view: ClusterView
+    ) -> tuple[DataFrame, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        leader = preferred_leader(reps, isr, [view.online(k) for k in range(w)])
+        df = _stage(df, _E, preferred_leader(reps, isr, [_online(k) for k in range(w)]), isr)
         assigned = [r != s.EMPTY_SLOT for r in reps]
-        return _elected(self.name, leader, isr, mask_of(assigned), F.lit(False))
+        return df, _elected(_E, self.name, w, mask_of(assigned), F.lit(False))
 
 
 @dataclass(frozen=True)
 class ControlledShutdownPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "ControlledShutdownPartitionLeaderElectionStrategy"
 
-    def change(self, w: int, view: ClusterView) -> LeadershipChange:
+    def change(
+        self, df: DataFrame, w: int, view: ClusterView
+    ) -> tuple[DataFrame, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        ls = [view.online_or_shutting_down(k) for k in range(w)]
+        df = df.withColumns(
+            {f"_online_sd_{k}": view.online_or_shutting_down(k) for k in range(w)}
+            | {
+                f"_isr_stays_{j}": ~view.shutting_down.contains(x) & (x != s.EMPTY_SLOT)
+                for j, x in enumerate(isr)
+            }
+        )
+        ls = [F.col(f"_online_sd_{k}") for k in range(w)]
         sd = [view.shutting_down.contains(r) for r in reps]
         leader = controlled_shutdown_leader(reps, isr, ls, sd)
-        new_isr = compact(isr, [~view.shutting_down.contains(x) & (x != s.EMPTY_SLOT) for x in isr])
-        return _elected(self.name, leader, new_isr, mask_of(ls), F.lit(False))
+        new_isr = compact(isr, [F.col(f"_isr_stays_{j}") for j in range(w)])
+        df = _stage(df, _E, leader, new_isr)
+        return df, _elected(_E, self.name, w, mask_of(ls), F.lit(False))

@@ -31,6 +31,7 @@ from statemachines.election import (
     ElectionStrategy,
     LeadershipChange,
     initial_leadership,
+    stage_online,
 )
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
@@ -137,6 +138,7 @@ def handle_state_changes(
     """
     s.check_compact(state_df)
     w = s.width(state_df)
+    keep = _carried(state_df, w)
     current = F.col(s.STATE_CODE)
     df = _selection(state_df, targets)
     valid = valid_previous_column(current, target_state, VALID_PREVIOUS_STATES)
@@ -144,10 +146,11 @@ def handle_state_changes(
 
     if target_state != PartitionState.OnlinePartition:
         out = df.select(
-            *[c for c in df.columns if c not in (s.STATE_CODE, SELECTED)],
+            *[c for c in s.compact_columns(w) if c != s.STATE_CODE],
             F.when(selected & valid, F.lit(int(target_state)).cast("byte"))
             .otherwise(current)
             .alias(s.STATE_CODE),
+            *keep,
             F.when(~selected, int(Outcome.UNTOUCHED))
             .when(valid, int(Outcome.STATE_CHANGED))
             .otherwise(int(Outcome.INVALID))
@@ -156,17 +159,23 @@ def handle_state_changes(
             F.lit(0).alias(LeadershipChange.RECIPIENTS),
             F.lit(False).alias(LeadershipChange.UNCLEAN),
         )
-        return StateChangeResult(out.select(*s.compact_columns(w), *_RESULT_COLS), target_state)
+        return StateChangeResult(
+            out.select(*s.compact_columns(w), *keep, *_RESULT_COLS), target_state
+        )
 
     if view is None:
         raise ValueError("OnlinePartition needs the cluster view (live and shutting-down brokers)")
     from_new = current == int(PartitionState.NewPartition)
-    init = initial_leadership(w, view)
+    df = stage_online(df, w, view)
+    df, init = initial_leadership(df, w)
     # Without a strategy only NewPartition rows can move; Kafka requires one for elections.
-    elect = None if strategy is None else strategy.change(w, view)
+    elect = None
+    if strategy is not None:
+        df, elect = strategy.change(df, w, view)
     change = LeadershipChange.choose(from_new, init, elect)
-    attempted = selected & valid
-    written = attempted & change.ok
+    df = df.withColumns({"_attempted": selected & valid, "_ok": change.ok})
+    df = df.withColumn("_written", F.col("_attempted") & F.col("_ok"))
+    written = F.col("_written")
     out = df.select(
         s.TOPIC_INDEX,
         s.PARTITION,
@@ -187,16 +196,23 @@ def handle_state_changes(
         F.when(written, F.lit(int(PartitionState.OnlinePartition)).cast("byte"))
         .otherwise(current)
         .alias(s.STATE_CODE),
+        *keep,
         F.when(~selected, int(Outcome.UNTOUCHED))
         .when(~valid, int(Outcome.INVALID))
-        .when(change.ok, int(Outcome.LEADERSHIP_WRITTEN))
+        .when(F.col("_ok"), int(Outcome.LEADERSHIP_WRITTEN))
         .otherwise(int(Outcome.FAILED))
         .alias(OUTCOME),
-        F.when(attempted & ~change.ok, change.failure).alias(FAILURE),
+        F.when(F.col("_attempted") & ~F.col("_ok"), change.failure).alias(FAILURE),
         F.when(written, change.recipients).otherwise(0).alias(LeadershipChange.RECIPIENTS),
         (written & change.unclean).alias(LeadershipChange.UNCLEAN),
     )
     return StateChangeResult(out, target_state)
+
+
+def _carried(df: DataFrame, w: int) -> list[str]:
+    """Columns a caller attached to the table; they pass through a transition untouched."""
+    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED}
+    return [c for c in df.columns if c not in model]
 
 
 _RESULT_COLS = (OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)

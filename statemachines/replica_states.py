@@ -144,22 +144,24 @@ def handle_state_changes(
     """
     s.check_compact(state_df)
     w = s.width(state_df)
+    carried = [c for c in state_df.columns if c not in set(s.compact_columns(w)) | {ISR_WRITES}]
     df, chosen = _selected(state_df, targets, w)
     codes = [F.col(s.replica_state_col(k)) for k in range(w)]
-    present = [F.col(s.replica_col(k)) != s.EMPTY_SLOT for k in range(w)]
-    valid = [valid_previous_column(c, target_state, VALID_PREVIOUS_STATES) for c in codes]
-    sel = [chosen[k] & present[k] for k in range(w)]
-    invalid_flags = [sel[k] & ~valid[k] for k in range(w)]
-    apply = [sel[k] & valid[k] for k in range(w)]
-
     has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
-    failed_flags = [F.lit(False)] * w
-    if target_state == ReplicaState.NewReplica:
-        failed_flags = [
-            a & has_leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
-            for k, a in enumerate(apply)
-        ]
-        apply = [a & ~f for a, f in zip(apply, failed_flags, strict=True)]
+    staged: dict[str, Column] = {}
+    for k in range(w):
+        present = F.col(s.replica_col(k)) != s.EMPTY_SLOT
+        valid = valid_previous_column(codes[k], target_state, VALID_PREVIOUS_STATES)
+        sel = chosen[k] & present
+        fails = F.lit(False)
+        if target_state == ReplicaState.NewReplica:
+            fails = has_leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
+        staged[f"_invalid_{k}"] = sel & ~valid
+        staged[f"_failed_{k}"] = sel & valid & fails
+        staged[f"_apply_{k}"] = sel & valid & ~fails
+    # Staged flags keep later expressions small (each is referenced many times).
+    df = df.withColumns(staged)
+    apply = [F.col(f"_apply_{k}") for k in range(w)]
 
     target_code = F.lit(int(target_state)).cast("byte")
     new_states = [F.when(a, target_code).otherwise(c) for a, c in zip(apply, codes, strict=True)]
@@ -169,16 +171,18 @@ def handle_state_changes(
     columns[ISR_WRITES] = F.lit(0)
 
     if target_state == ReplicaState.OfflineReplica:
-        columns.update(_remove_from_isr(w, apply, has_leadership))
+        df, changes = _remove_from_isr(df, w, apply, has_leadership)
+        columns.update(changes)
     elif target_state == ReplicaState.NonExistentReplica:
-        columns.update(_remove_from_assignment(w, apply, new_states))
+        df, changes = _remove_from_assignment(df, w, apply, new_states)
+        columns.update(changes)
 
-    outcomes = df.select(*[v.alias(k) for k, v in columns.items()])
+    outcomes = df.select(*[v.alias(k) for k, v in columns.items()], *carried)
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
         df,
         w,
-        invalid_flags,
+        [F.col(f"_invalid_{k}") for k in range(w)],
         {
             "target_state": F.lit(target_state.name),
             "valid_previous_states": F.lit(allowed),
@@ -187,13 +191,15 @@ def handle_state_changes(
     failed = _per_replica_report(
         df,
         w,
-        failed_flags,
+        [F.col(f"_failed_{k}") for k in range(w)],
         {"failure": F.lit("Replica is the partition's leader and cannot become NewReplica")},
     )
     return ReplicaStateChangeResult(outcomes, invalid, failed, target_state)
 
 
-def _remove_from_isr(w: int, apply: list[Column], has_leadership: Column) -> dict[str, Column]:
+def _remove_from_isr(
+    df: DataFrame, w: int, apply: list[Column], has_leadership: Column
+) -> tuple[DataFrame, dict[str, Column]]:
     """Closed form of removing each applied replica from the ISR in ascending broker order.
 
     Every removed replica that is in the ISR costs one write. Members not removed keep their
@@ -202,17 +208,28 @@ def _remove_from_isr(w: int, apply: list[Column], has_leadership: Column) -> dic
     """
     reps = [F.col(s.replica_col(k)) for k in range(w)]
     isr = [F.col(s.isr_col(k)) for k in range(w)]
-    removed = [has_leadership & a for a in apply]
+    df = df.withColumns({f"_removed_{k}": has_leadership & a for k, a in enumerate(apply)})
+    removed = [F.col(f"_removed_{k}") for k in range(w)]
 
     def is_removed(broker: Column) -> Column:
         return reduce(
             lambda acc, k: acc | (removed[k] & (reps[k] == broker)), range(w), F.lit(False)
         )
 
-    gone = [(x != s.EMPTY_SLOT) & is_removed(x) for x in isr]
-    stays = [(x != s.EMPTY_SLOT) & ~g for x, g in zip(isr, gone, strict=True)]
+    df = df.withColumns(
+        {f"_gone_{j}": (x != s.EMPTY_SLOT) & is_removed(x) for j, x in enumerate(isr)}
+    )
+    gone = [F.col(f"_gone_{j}") for j in range(w)]
+    df = df.withColumns(
+        {
+            f"_stays_{j}": (x != s.EMPTY_SLOT) & ~g
+            for j, (x, g) in enumerate(zip(isr, gone, strict=True))
+        }
+        | {"_writes": reduce(lambda a, g: a + g.cast("int"), gone, F.lit(0))}
+    )
+    stays = [F.col(f"_stays_{j}") for j in range(w)]
+    writes = F.col("_writes")
     any_stays = reduce(lambda a, b: a | b, stays, F.lit(False))
-    writes = reduce(lambda a, g: a + g.cast("int"), gone, F.lit(0))
     survivor = (
         F.greatest(*[F.when(g, x) for x, g in zip(isr, gone, strict=True)]) if w > 1 else isr[0]
     )
@@ -227,16 +244,20 @@ def _remove_from_isr(w: int, apply: list[Column], has_leadership: Column) -> dic
     out[s.LEADER_EPOCH] = F.col(s.LEADER_EPOCH) + writes
     out[s.ZK_VERSION] = F.col(s.ZK_VERSION) + writes
     out[ISR_WRITES] = writes
-    return out
+    return df, out
 
 
 def _remove_from_assignment(
-    w: int, apply: list[Column], new_states: list[Column]
-) -> dict[str, Column]:
+    df: DataFrame, w: int, apply: list[Column], new_states: list[Column]
+) -> tuple[DataFrame, dict[str, Column]]:
     """Drop the applied positions from the assignment, shifting later positions left."""
-    keep = [~a & (F.col(s.replica_col(k)) != s.EMPTY_SLOT) for k, a in enumerate(apply)]
+    df = df.withColumns(
+        {f"_keep_{k}": ~a & (F.col(s.replica_col(k)) != s.EMPTY_SLOT) for k, a in enumerate(apply)}
+        | {f"_new_state_{k}": st.cast("int") for k, st in enumerate(new_states)}
+    )
+    keep = [F.col(f"_keep_{k}") for k in range(w)]
     reps = compact([F.col(s.replica_col(k)) for k in range(w)], keep)
-    states = compact([c.cast("int") for c in new_states], keep)
+    states = compact([F.col(f"_new_state_{k}") for k in range(w)], keep)
 
     def shifted(mask: str) -> Column:
         bits = compact(
@@ -259,4 +280,4 @@ def _remove_from_assignment(
         )
     out[s.ADDING_MASK] = shifted(s.ADDING_MASK)
     out[s.REMOVING_MASK] = shifted(s.REMOVING_MASK)
-    return out
+    return df, out

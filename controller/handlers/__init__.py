@@ -1,0 +1,1 @@
+"""Event handlers by family. Each computes lazy DataFrames; ``ControllerContext.commit`` commits."""

@@ -1,0 +1,155 @@
+"""Broker failure, startup and controlled shutdown (spec §8.1, §8.2, §8.4) as bulk transforms.
+
+Each function takes the current compact generation and returns the next one lazily, with
+per-partition counters as extra columns (``elected``, ``failed_election``, ``unclean_elected``,
+``isr_shrinks``) that the controller sums into its event metrics in the commit job. Kafka's
+order of steps is kept: it decides which partitions a later step sees.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import any_of
+from statemachines.election import (
+    ControlledShutdownPartitionLeaderElectionStrategy,
+    OfflinePartitionLeaderElectionStrategy,
+)
+from statemachines.partition_states import OUTCOME, Outcome, PartitionState
+from statemachines.partition_states import handle_state_changes as partition_changes
+from statemachines.replica_states import ISR_WRITES, ReplicaState
+from statemachines.replica_states import handle_state_changes as replica_changes
+
+UNCLEAN = "unclean_enabled"
+ELECTED = "elected"
+FAILED_ELECTION = "failed_election"
+UNCLEAN_ELECTED = "unclean_elected"
+ISR_SHRINKS = "isr_shrinks"
+
+
+def _hosted_on(brokers: BrokerSet, w: int) -> Column:
+    return any_of([brokers.contains(F.col(s.replica_col(k))) for k in range(w)])
+
+
+def _not_deleting(deleting: list[int]) -> Column:
+    return ~F.col(s.TOPIC_INDEX).isin(deleting) if deleting else F.lit(True)
+
+
+def trigger_online_partition_state_change(
+    partitions: DataFrame, view: ClusterView, unclean: Column, deleting: list[int]
+) -> tuple[DataFrame, DataFrame]:
+    """§5.4: every New/Offline partition not queued for deletion → Online (offline strategy).
+
+    Returns (next table, outcomes); ``unclean`` is the per-row effective unclean flag.
+    """
+    state = F.col(s.STATE_CODE)
+    targets = state.isin(int(PartitionState.OfflinePartition), int(PartitionState.NewPartition))
+    result = partition_changes(
+        partitions.withColumn(UNCLEAN, unclean),
+        targets & _not_deleting(deleting),
+        PartitionState.OnlinePartition,
+        view,
+        OfflinePartitionLeaderElectionStrategy(unclean_column=UNCLEAN),
+    )
+    return result.partitions, result.outcomes
+
+
+def on_broker_failure(
+    partitions: DataFrame, dead: BrokerSet, view: ClusterView, unclean: Column, deleting: list[int]
+) -> DataFrame:
+    """§8.2 step 2 (b–e) for replicas of topics not queued for deletion.
+
+    The result carries ``elected``/``failed_election``/``unclean_elected``/``isr_shrinks`` per row.
+    """
+    w = s.width(partitions)
+    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+    leader_offline = ~any_of(
+        [(F.col(s.replica_col(k)) == F.col(s.LEADER)) & view.online(k) for k in range(w)]
+    )
+    offline = partition_changes(
+        partitions,
+        has_leadership & leader_offline & _not_deleting(deleting),
+        PartitionState.OfflinePartition,
+    ).partitions
+    _, outcomes = trigger_online_partition_state_change(offline, view, unclean, deleting)
+    counted = outcomes.select(
+        *s.compact_columns(w),
+        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
+        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
+        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
+    )
+    keep = _not_deleting(deleting)
+    shrunk = replica_changes(
+        counted, lambda broker, _k: dead.contains(broker) & keep, ReplicaState.OfflineReplica
+    ).outcomes
+    return shrunk.select(
+        *s.compact_columns(w),
+        ELECTED,
+        FAILED_ELECTION,
+        UNCLEAN_ELECTED,
+        F.col(ISR_WRITES).alias(ISR_SHRINKS),
+    )
+
+
+def on_broker_startup(
+    partitions: DataFrame, new: BrokerSet, view: ClusterView, unclean: Column, deleting: list[int]
+) -> DataFrame:
+    """§8.1 steps 4–5: replicas on the new brokers → OnlineReplica, then elect New/Offline ones."""
+    w = s.width(partitions)
+    online = replica_changes(partitions, new, ReplicaState.OnlineReplica).partitions
+    _, outcomes = trigger_online_partition_state_change(online, view, unclean, deleting)
+    return outcomes.select(
+        *s.compact_columns(w),
+        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
+        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
+        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
+        F.lit(0).alias(ISR_SHRINKS),
+    )
+
+
+def on_controlled_shutdown(
+    partitions: DataFrame, broker: int, view: ClusterView, deleting: list[int]
+) -> DataFrame:
+    """§8.4 steps 5–7 for a broker already in ``view.shutting_down``.
+
+    Partitions it leads (RF > 1, with leadership, not being deleted) are elected with the
+    controlled-shutdown strategy; then its follower replicas of the rest go OfflineReplica.
+    The result carries ``remaining`` (1 where the broker still leads such a partition).
+    """
+    w = s.width(partitions)
+    me = BrokerSet.of([broker])
+    act_on = (
+        _hosted_on(me, w)
+        & (F.col(s.replica_col(1)) != s.EMPTY_SLOT)
+        & (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
+        & _not_deleting(deleting)
+    )
+    led = act_on & (F.col(s.LEADER) == broker)
+    elected = partition_changes(
+        partitions.withColumn("_followed", act_on & ~led),
+        led,
+        PartitionState.OnlinePartition,
+        view,
+        ControlledShutdownPartitionLeaderElectionStrategy(),
+    ).outcomes
+    counted = elected.select(
+        *s.compact_columns(w),
+        "_followed",
+        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
+        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
+    )
+    followed = F.col("_followed")
+    shrunk = replica_changes(
+        counted, lambda b, _k: (b == broker) & followed, ReplicaState.OfflineReplica
+    ).outcomes
+    remaining = act_on & (F.col(s.LEADER) == broker)
+    return shrunk.select(
+        *s.compact_columns(w),
+        ELECTED,
+        FAILED_ELECTION,
+        F.lit(0).alias(UNCLEAN_ELECTED),
+        F.col(ISR_WRITES).alias(ISR_SHRINKS),
+    ).withColumn("remaining", remaining.cast("int"))

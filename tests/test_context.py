@@ -1,0 +1,58 @@
+"""ControllerContext.commit: one action swaps the generation and yields the gauges."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from controller.context import ControllerContext, LiveBroker
+from statemachines.partition_states import PartitionState
+from statemachines.reference import Partition
+from tests.frames import compact_frame
+
+PARTS = [
+    Partition("a", 0, (1, 2), isr=(1, 2), leader=1),
+    Partition("a", 1, (2, 1), isr=(2, 1), leader=1),  # not on its preferred replica
+    Partition("b", 0, (3,), isr=(3,), leader=-1, state=PartitionState.OfflinePartition),
+    Partition("b", 1, (3, 1), state=PartitionState.NewPartition, zk_version=-1),
+]
+
+
+def _context(spark: SparkSession) -> ControllerContext:
+    ctx = ControllerContext(spark, checkpoint_interval=2)
+    for name, n in (("a", 2), ("b", 2)):
+        ctx.add_topic(name, n)
+    ctx.live_brokers = {b: LiveBroker(b) for b in (1, 2)}
+    return ctx
+
+
+def test_commit_computes_gauges_and_swaps_generations(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    df, _ = compact_frame(spark, PARTS)
+    gauges = ctx.commit(df, "bootstrap")
+    assert ctx.generation == 1 and ctx.partitions is not None and ctx.partitions.is_cached
+    assert gauges.global_partition_count == 3  # b-1 has no state znode
+    assert gauges.offline_partitions_count == 1
+    assert gauges.preferred_replica_imbalance_count == 2  # a-1 and leaderless b-0
+    assert gauges.global_topic_count == 2
+    first = ctx.partitions
+    ctx.commit(first, "again")  # every 2nd generation is checkpointed
+    assert not first.is_cached and ctx.partitions.is_cached
+    assert ctx.partitions.count() == 4
+
+
+def test_topics_queued_for_deletion_leave_the_gauges(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.topics_queued_for_deletion.add("b")
+    df, _ = compact_frame(spark, PARTS)
+    gauges = ctx.commit(df)
+    assert gauges.offline_partitions_count == 0
+    assert gauges.preferred_replica_imbalance_count == 1
+
+
+def test_view_excludes_shutting_down_brokers(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.shutting_down.add(2)
+    view = ctx.view()
+    assert view.live.ids == frozenset({1}) and view.shutting_down.ids == frozenset({2})
+    ctx.reset()
+    assert ctx.epoch == 0 and not ctx.live_brokers and ctx.partitions is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -51,6 +52,7 @@ class Gauges:
     offline_partitions_count: int
     preferred_replica_imbalance_count: int
     global_topic_count: int
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 class ControllerContext:
@@ -70,6 +72,7 @@ class ControllerContext:
         self.topics: dict[str, TopicEntry] = {}
         self.topics_queued_for_deletion: set[str] = set()
         self.partitions: DataFrame | None = None
+        self._persisted: DataFrame | None = None
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self._checkpoint_dir = checkpoint_dir
@@ -111,13 +114,18 @@ class ControllerContext:
         return sorted(self.topics[n].index for n in names if n in self.topics)
 
     # -- generations ---------------------------------------------------------------------------
-    def commit(self, new_partitions: DataFrame, label: str = "") -> Gauges:
+    def commit(
+        self, new_partitions: DataFrame, label: str = "", counters: Sequence[str] = ()
+    ) -> Gauges:
         """Swap in ``new_partitions`` (compact) as the next generation; one Spark action.
 
-        The action materialises the persisted table and computes the gauges in the same pass.
+        The action materialises the persisted table and computes the gauges, and the sums of
+        the per-partition ``counters`` columns a handler attached (``Gauges.counters``), in the
+        same pass. The counters stay in the cached frame; ``partitions`` projects them away.
         """
         s.check_compact(new_partitions)
-        table = new_partitions.select(*s.compact_columns(s.width(new_partitions)))
+        w = s.width(new_partitions)
+        table = new_partitions.select(*s.compact_columns(w), *counters)
         self.generation += 1
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             # Reliable checkpoints bound lineage without the memory growth of local ones.
@@ -135,22 +143,25 @@ class ControllerContext:
             F.sum((F.col(s.ZK_VERSION) != s.NO_ZK_VERSION).cast("long")).alias("with_leadership"),
             F.sum(offline.cast("long")).alias("offline"),
             preferred_replica_imbalance(table, excluded).alias("imbalance"),
+            *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
         ).first()
         assert row is not None
-        previous, self.partitions = self.partitions, table
-        if previous is not None:
-            previous.unpersist()
+        if self._persisted is not None:
+            self._persisted.unpersist()
+        self._persisted = table
+        self.partitions = table.select(*s.compact_columns(w))
         gauges = Gauges(
             global_partition_count=int(row["with_leadership"] or 0),
             offline_partitions_count=int(row["offline"] or 0),
             preferred_replica_imbalance_count=int(row["imbalance"] or 0),
             global_topic_count=len(self.topics),
+            counters={c: int(row[c] or 0) for c in counters},
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, gauges)
         return gauges
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""
-        if self.partitions is not None:
-            self.partitions.unpersist()
+        if self._persisted is not None:
+            self._persisted.unpersist()
         self.__init__(self.spark, self.checkpoint_interval, self._checkpoint_dir)  # type: ignore[misc]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from controller.context import ControllerContext, LiveBroker
 from statemachines.partition_states import PartitionState
@@ -29,14 +30,15 @@ def test_commit_computes_gauges_and_swaps_generations(spark: SparkSession) -> No
     ctx = _context(spark)
     df, _ = compact_frame(spark, PARTS)
     gauges = ctx.commit(df, "bootstrap")
-    assert ctx.generation == 1 and ctx.partitions is not None and ctx.partitions.is_cached
+    assert ctx.generation == 1 and ctx.partitions is not None
     assert gauges.global_partition_count == 3  # b-1 has no state znode
     assert gauges.offline_partitions_count == 1
     assert gauges.preferred_replica_imbalance_count == 2  # a-1 and leaderless b-0
     assert gauges.global_topic_count == 2
-    first = ctx.partitions
-    ctx.commit(first, "again")  # every 2nd generation is checkpointed
-    assert not first.is_cached and ctx.partitions.is_cached
+    first, first_cached = ctx.partitions, ctx._persisted
+    assert first_cached is not None and first_cached.is_cached
+    ctx.commit(first.withColumn("elected", F.lit(1)), "again", counters=["elected"])
+    assert not first_cached.is_cached and ctx._persisted.is_cached  # old generation released
     assert ctx.partitions.count() == 4
 
 

@@ -89,8 +89,13 @@ def _present(values: list[Column]) -> Column:
     return F.filter(F.array(*values), lambda x: x != s.EMPTY_SLOT)
 
 
-def to_public_partitions(compact: DataFrame, topics: DataFrame) -> DataFrame:
-    """The public partitions table (PARTITIONS_SCHEMA column order) of a compact table."""
+def to_public_partitions(
+    compact: DataFrame, topics: DataFrame, extra: tuple[str, ...] = ()
+) -> DataFrame:
+    """The public partitions table (PARTITIONS_SCHEMA column order) of a compact table.
+
+    ``extra`` columns of ``compact`` are carried after the model's columns.
+    """
     w = s.width(compact)
     reps = [F.col(s.replica_col(k)) for k in range(w)]
 
@@ -115,6 +120,7 @@ def to_public_partitions(compact: DataFrame, topics: DataFrame) -> DataFrame:
         F.col(s.ZK_VERSION),
         F.col(s.CONTROLLER_EPOCH),
         state_name_column(F.col(s.STATE_CODE), PartitionState).alias(s.STATE),
+        *extra,
     )
 
 

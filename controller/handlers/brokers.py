@@ -57,6 +57,19 @@ def trigger_online_partition_state_change(
     return result.partitions, result.outcomes
 
 
+def with_election_counters(outcomes: DataFrame) -> DataFrame:
+    """Outcome columns of an OnlinePartition transition as 0/1 counters (caller columns kept)."""
+    carried = [
+        c for c in outcomes.columns if c not in (OUTCOME, "failure", "lair_recipients", "unclean")
+    ]
+    return outcomes.select(
+        *carried,
+        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
+        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
+        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
+    )
+
+
 def on_broker_failure(
     partitions: DataFrame, dead: BrokerSet, view: ClusterView, unclean: Column, deleting: list[int]
 ) -> DataFrame:

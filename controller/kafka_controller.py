@@ -1,0 +1,421 @@
+"""One broker's controller module (Kafka's ``KafkaController``): lifecycle and event dispatch.
+
+Every emulated broker runs one. The module that wins ``/controller`` becomes active: it loads the
+context from ZooKeeper with the bulk store (spec §3.3), and from then on turns each event into
+bulk transforms over the partitions table (``controller.handlers``), commits one generation per
+event (``ControllerContext.commit``) and writes the changed partition states back to ZooKeeper,
+fenced by its controller epoch. Events are processed one at a time on the event manager, exactly
+in Kafka's order; ``ControllerMovedError`` makes a deposed controller resign (``maybe_resign``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from controller import events as ev
+from controller.context import ControllerContext, Gauges, LiveBroker
+from controller.event_manager import ControllerEventManager
+from controller.handlers import brokers as hb
+from controller.timer import Clock, Timer
+from controller.zk.bootstrap import read_cluster
+from controller.zk.errors import ControllerMovedError
+from controller.zk.fencing import Delete, FencedWriter
+from controller.zk.kafka_zk_client import (
+    get_all_brokers,
+    get_controller_id,
+    register_controller_and_increment_controller_epoch,
+)
+from controller.zk.partition_store import STATE_COLUMNS, PartitionStateStore
+from controller.zk.paths import ControllerZNode
+from controller.zk.protocol import ZkClient
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+from statemachines.layout import to_compact, to_public_partitions
+from statemachines.replica_states import ISR_WRITES, ReplicaState
+from statemachines.replica_states import handle_state_changes as replica_changes
+
+log = logging.getLogger(__name__)
+
+COUNTERS = (hb.ELECTED, hb.FAILED_ELECTION, hb.UNCLEAN_ELECTED, hb.ISR_SHRINKS)
+FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The Kafka configuration keys the controller reads (spec §17), with Kafka's defaults."""
+
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
+    unclean_leader_election_enable: bool = False
+    kafka_version: tuple[int, int] = (2, 8)
+
+
+@dataclass
+class EventRecord:
+    """What one processed event did: the row of ``events.jsonl``."""
+
+    controller_id: int
+    event: str
+    state: str
+    queue_time_ms: int = 0
+    processing_ms: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+    gauges: Gauges | None = None
+    zk_writes: int = 0
+    failed: str | None = None
+
+
+class KafkaController:
+    """The controller module of broker ``broker_id`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        zk: ZkClient,
+        spark: SparkSession,
+        clock: Clock,
+        timer: Timer,
+        settings: ControllerSettings | None = None,
+        on_event: Callable[[EventRecord], None] | None = None,
+        topic_unclean: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.spark = spark
+        self.clock = clock
+        self.timer = timer
+        self.settings = settings or ControllerSettings()
+        self.on_event = on_event or (lambda record: None)
+        self.topic_unclean = topic_unclean or (lambda topic: False)
+        self.ctx = ControllerContext(spark)
+        self.store = PartitionStateStore(zk)
+        self.events = ControllerEventManager(self, clock, controller_id=broker_id)
+        self.active_controller_id = -1
+        self._rebalance_task: Any = None
+        self._record: EventRecord | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    def startup(self) -> None:
+        self.events.put(ev.Startup())
+
+    # -- ControllerEventProcessor --------------------------------------------------------------
+    def process(self, event: ev.ControllerEvent) -> None:
+        handler = getattr(self, "process_" + _snake(type(event).__name__), None)
+        record = EventRecord(self.broker_id, type(event).__name__, event.state.name)
+        self._record = record
+        started = time.perf_counter()
+        try:
+            if handler is None:
+                raise NotImplementedError(f"no handler for {type(event).__name__}")
+            handler(event)
+        except ControllerMovedError as err:
+            log.info("[Controller id=%d] %s: controller moved (%s)", self.broker_id, event, err)
+            record.failed = "ControllerMovedException"
+            self.maybe_resign()
+        except Exception as err:  # Kafka logs and carries on; the event loop must not die
+            log.exception("[Controller id=%d] error processing %s", self.broker_id, event)
+            record.failed = f"{type(err).__name__}: {err}"
+        finally:
+            record.processing_ms = (time.perf_counter() - started) * 1000
+            self._record = None
+            self.on_event(record)
+
+    def preempt(self, event: ev.ControllerEvent) -> None:
+        callback = getattr(event, "callback", None)
+        if callback is not None:
+            callback("NOT_CONTROLLER")
+
+    # -- controller election (spec §3) ---------------------------------------------------------
+    def _controller_watch(self, watched: Any) -> None:
+        deleted = getattr(watched, "type", None) == "DELETED"
+        self.events.put(ev.Reelect() if deleted else ev.ControllerChange())
+
+    def process_startup(self, _: ev.Startup) -> None:
+        self.elect()
+
+    def process_controller_change(self, _: ev.ControllerChange) -> None:
+        self.maybe_resign()
+
+    def process_reelect(self, _: ev.Reelect) -> None:
+        self.maybe_resign()
+        self.elect()
+
+    def process_expire(self, _: ev.Expire) -> None:
+        self.active_controller_id = -1
+        self.on_controller_resignation()
+
+    def process_register_broker_and_reelect(self, _: ev.RegisterBrokerAndReelect) -> None:
+        self.maybe_resign()
+        self.elect()
+
+    def elect(self) -> None:
+        self.active_controller_id = get_controller_id(self.zk, watch=self._controller_watch)
+        if self.active_controller_id != -1:
+            return
+        try:
+            epoch, version = register_controller_and_increment_controller_epoch(
+                self.zk, self.broker_id, self.clock.now_ms()
+            )
+        except ControllerMovedError:
+            self.maybe_resign()
+            return
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
+        self.active_controller_id = self.broker_id
+        log.info("[Controller id=%d] won the election, epoch %d", self.broker_id, epoch)
+        self.on_controller_failover()
+
+    def maybe_resign(self) -> None:
+        was_active = self.is_active
+        self.active_controller_id = get_controller_id(self.zk, watch=self._controller_watch)
+        if was_active and not self.is_active:
+            self.on_controller_resignation()
+
+    def on_controller_resignation(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        self.ctx.reset()
+
+    def trigger_controller_move(self) -> None:
+        self.active_controller_id = get_controller_id(self.zk)
+        if not self.is_active:
+            return
+        epoch_zk_version = self.ctx.epoch_zk_version
+        self.active_controller_id = -1
+        self.on_controller_resignation()
+        with contextlib.suppress(ControllerMovedError, NoNodeError):
+            FencedWriter(self.zk, epoch_zk_version).multi([Delete(ControllerZNode.path())])
+
+    # -- failover (spec §3.3) ------------------------------------------------------------------
+    def _broker_watch(self, _: Any) -> None:
+        self.events.put(ev.BrokerChange())
+
+    def on_controller_failover(self) -> None:
+        registered = get_all_brokers(self.zk, watch=self._broker_watch)
+        self.ctx.live_brokers = {
+            b.id: LiveBroker(b.id, b.rack, b.epoch) for b in registered.values()
+        }
+        self.ctx.shutting_down.clear()
+        snapshot = read_cluster(self.zk, self.spark)
+        partitions = snapshot.partitions
+        stats = partitions.agg(
+            F.max(F.size(s.REPLICAS)).alias("w"),
+            F.collect_set(s.TOPIC).alias("topics"),
+        ).first()
+        assert stats is not None
+        for name in sorted(stats["topics"] or []):
+            self.ctx.add_topic(
+                name, 0, {"unclean.leader.election.enable": str(self.topic_unclean(name)).lower()}
+            )
+        width = max(1, int(stats["w"] or 1))
+        compact = to_compact(partitions, self.ctx.topics_frame(), width)
+        view = self.ctx.view()
+        # §6.4: online replicas are OnlineReplica, the others ReplicaDeletionIneligible ...
+        compact = compact.withColumns(
+            {
+                s.replica_state_col(k): F.when(
+                    F.col(s.replica_col(k)) == s.EMPTY_SLOT,
+                    F.lit(int(ReplicaState.NonExistentReplica)),
+                )
+                .when(view.online(k), F.lit(int(ReplicaState.OnlineReplica)))
+                .otherwise(F.lit(int(ReplicaState.ReplicaDeletionIneligible)))
+                .cast("byte")
+                for k in range(width)
+            }
+        )
+        # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
+        shrunk = replica_changes(
+            compact, lambda b, k: ~view.online(k) & (b != s.EMPTY_SLOT), ReplicaState.OfflineReplica
+        ).outcomes.withColumnRenamed(ISR_WRITES, hb.ISR_SHRINKS)
+        # §5.4: partition state machine startup, then triggerOnlinePartitionStateChange.
+        _, outcomes = hb.trigger_online_partition_state_change(
+            shrunk, view, self._unclean_column(), deleting=[]
+        )
+        self._commit(hb.with_election_counters(outcomes), "failover")
+        if self.settings.auto_leader_rebalance_enable:
+            self._schedule_auto_rebalance(FIRST_AUTO_REBALANCE_DELAY_MS)
+
+    # -- brokers (spec §8) ---------------------------------------------------------------------
+    def process_broker_change(self, _: ev.BrokerChange) -> None:
+        if not self.is_active:
+            return
+        registered = get_all_brokers(self.zk, watch=self._broker_watch)
+        known = self.ctx.live_brokers
+        new = sorted(set(registered) - set(known))
+        dead = sorted(set(known) - set(registered))
+        bounced = sorted(
+            b for b in set(registered) & set(known) if registered[b].epoch > known[b].epoch
+        )
+        table = self._table()
+        deleting = self.ctx.topic_indices(self.ctx.topics_queued_for_deletion)
+        for b in new:
+            known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
+        if new:
+            table = hb.on_broker_startup(
+                table, BrokerSet.of(new), self.ctx.view(), self._unclean_column(), deleting
+            )
+        if bounced:
+            for b in bounced:
+                del known[b]
+            table = hb.on_broker_failure(
+                table.select(*s.compact_columns(s.width(table))),
+                BrokerSet.of(bounced),
+                self.ctx.view(),
+                self._unclean_column(),
+                deleting,
+            )
+            for b in bounced:
+                known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
+            table = hb.on_broker_startup(
+                table.select(*s.compact_columns(s.width(table))),
+                BrokerSet.of(bounced),
+                self.ctx.view(),
+                self._unclean_column(),
+                deleting,
+            )
+        if dead:
+            for b in dead:
+                del known[b]
+                self.ctx.shutting_down.discard(b)
+            table = hb.on_broker_failure(
+                table.select(*s.compact_columns(s.width(table))),
+                BrokerSet.of(dead),
+                self.ctx.view(),
+                self._unclean_column(),
+                deleting,
+            )
+        if new or bounced or dead:
+            self._commit(table, "BrokerChange")
+
+    def process_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active:
+            reply("NOT_CONTROLLER")
+            return
+        broker = self.ctx.live_brokers.get(event.broker_id)
+        if broker is None:
+            reply("BROKER_NOT_AVAILABLE")
+            return
+        if event.broker_epoch != -1 and event.broker_epoch < broker.epoch:
+            reply("STALE_BROKER_EPOCH")
+            return
+        self.ctx.shutting_down.add(event.broker_id)
+        deleting = self.ctx.topic_indices(self.ctx.topics_queued_for_deletion)
+        table = hb.on_controlled_shutdown(self._table(), event.broker_id, self.ctx.view(), deleting)
+        gauges = self._commit(table, "ControlledShutdown", extra=("remaining",))
+        reply("NONE", gauges.counters.get("remaining", 0))
+
+    # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
+    def _schedule_auto_rebalance(self, delay_ms: int) -> None:
+        self._rebalance_task = self.timer.schedule_once(
+            delay_ms, lambda: self.events.put(ev.AutoPreferredReplicaLeaderElection())
+        )
+
+    def process_auto_preferred_replica_leader_election(
+        self, _: ev.AutoPreferredReplicaLeaderElection
+    ) -> None:
+        if not self.is_active:
+            return
+        try:
+            from controller.handlers import election as he
+
+            table = he.check_and_trigger_auto_leader_rebalance(
+                self._table(),
+                self.ctx.view(),
+                self.settings.leader_imbalance_per_broker_percentage,
+                self.ctx.topic_indices(self.ctx.topics_queued_for_deletion),
+                False,
+                self.settings.kafka_version,
+            )
+            self._commit(table, "AutoPreferredReplicaLeaderElection")
+        finally:
+            if self.settings.auto_leader_rebalance_enable:
+                self._schedule_auto_rebalance(
+                    self.settings.leader_imbalance_check_interval_seconds * 1000
+                )
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _table(self) -> DataFrame:
+        assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
+        return self.ctx.partitions
+
+    def _unclean_column(self) -> Any:
+        enabled = {
+            n
+            for n, t in self.ctx.topics.items()
+            if t.config.get(
+                "unclean.leader.election.enable",
+                str(self.settings.unclean_leader_election_enable).lower(),
+            )
+            == "true"
+        }
+        indices = self.ctx.topic_indices(enabled)
+        return F.col(s.TOPIC_INDEX).isin(indices) if indices else F.lit(False)
+
+    def _commit(self, table: DataFrame, label: str, extra: tuple[str, ...] = ()) -> Gauges:
+        counters = tuple(c for c in (*COUNTERS, *extra) if c in table.columns)
+        previous = self.ctx._persisted
+        gauges = self.ctx.commit(table, label, counters)
+        written = self._write_states(previous)
+        if self._record is not None:
+            self._record.counters = dict(gauges.counters)
+            self._record.gauges = gauges
+            self._record.zk_writes = written
+        return gauges
+
+    def _write_states(self, previous: DataFrame | None) -> int:
+        """Mirror the partitions whose state znode changed into ZooKeeper (fenced, bulk).
+
+        A partition written d times in one event (an election, then ISR removals) goes out in d
+        conditional writes, so its znode version matches ``zk_version`` as in Kafka.
+        """
+        if previous is None:
+            return 0
+        topics = self.ctx.topics_frame()
+        old = previous.select(s.TOPIC_INDEX, s.PARTITION, F.col(s.ZK_VERSION).alias("_old"))
+        new = self.ctx.partitions
+        assert new is not None
+        joined = new.join(old, [s.TOPIC_INDEX, s.PARTITION], "left").withColumn(
+            "_old", F.coalesce(F.col("_old"), F.lit(s.NO_ZK_VERSION))
+        )
+        changed = joined.where(F.col(s.ZK_VERSION) != F.col("_old")).withColumn(
+            "_writes", F.col(s.ZK_VERSION) - F.col("_old")
+        )
+        rounds = changed.agg(F.max("_writes").alias("n"), F.count(F.lit(1)).alias("rows")).first()
+        assert rounds is not None
+        for r in range(1, int(rounds["n"] or 0) + 1):
+            batch = changed.where(F.col("_writes") >= r)
+            public = to_public_partitions(
+                batch.select(*s.compact_columns(s.width(new)), "_old"), topics, ("_old",)
+            )
+            states = public.select(
+                *[c for c in STATE_COLUMNS if c != s.ZK_VERSION],
+                (F.col("_old") + (r - 1)).alias(s.ZK_VERSION),
+            ).select(*STATE_COLUMNS)
+            failed = self.store.write_states(states, self.ctx.epoch_zk_version)
+            if failed.limit(1).count():
+                log.warning("[Controller id=%d] some partition-state writes failed", self.broker_id)
+        return int(rounds["rows"] or 0)
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)

@@ -1,0 +1,116 @@
+"""The controller end to end on the in-memory ZooKeeper: election, broker events, failover.
+
+Follows spec Appendix B (three brokers 1, 2, 3; controller on 1; topic t with assignment
+{0: [2, 3, 1]}); the partition state is checked both in the committed table and in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from controller.emulation import EmulatedCluster
+from controller.kafka_controller import ControllerSettings, EventRecord
+from controller.zk import InMemoryZooKeeper
+from controller.zk.bootstrap import bootstrap_cluster
+from controller.zk.errors import ControllerMovedError
+from controller.zk.fencing import FencedWriter, SetData
+from controller.zk.paths import ControllerEpochZNode, ControllerZNode, PartitionStateZNode
+from statemachines import schemas as s
+
+T0 = ("t", 0, [2, 3, 1], [], [], [2, 3, 1], 2, 0, 0, 1, "OnlinePartition")
+U0 = ("u", 0, [3], [], [], [3], 3, 0, 0, 1, "OnlinePartition")
+
+
+@pytest.fixture
+def cluster(spark: SparkSession) -> Iterator[tuple[EmulatedCluster, list[EventRecord]]]:
+    store = InMemoryZooKeeper()
+    admin = store.client()
+    admin.start()
+    bootstrap_cluster(admin, {}, spark.createDataFrame([T0, U0], s.PARTITIONS_SCHEMA))
+    records: list[EventRecord] = []
+    settings = ControllerSettings(auto_leader_rebalance_enable=False)
+    c = EmulatedCluster(spark, store, settings, on_event=records.append)
+    for b in (1, 2, 3):
+        c.add_broker(b)
+    for b in (1, 2, 3):  # all registered; then broker 1's controller module starts first
+        c.start_broker(b, start_controller=False)
+    for b in (1, 2, 3):
+        c.brokers[b].controller.startup()
+        c.drain()
+    yield c, records
+    store.close()
+
+
+def _zk_state(c: EmulatedCluster, topic: str, p: int) -> tuple[int, int, list[int], int, int]:
+    client = next(b.zk for b in c.running())
+    data, stat = client.get(PartitionStateZNode.path(topic, p))
+    st = PartitionStateZNode.decode(data, "")
+    return st.leader, st.leader_epoch, list(st.isr), st.controller_epoch, stat.version
+
+
+def _table(c: EmulatedCluster) -> dict[str, tuple]:
+    ctrl = c.active_controller()
+    assert ctrl is not None and ctrl.ctx.partitions is not None
+    names = {t.index: n for n, t in ctrl.ctx.topics.items()}
+    out = {}
+    for r in ctrl.ctx.partitions.collect():
+        isr = [r[f"isr_{k}"] for k in range(3) if f"isr_{k}" in r and r[f"isr_{k}"] != -1]
+        out[f"{names[r.topic_index]}-{r.partition}"] = (r.leader, r.leader_epoch, isr, r.zk_version)
+    return out
+
+
+def test_first_controller_wins_with_epoch_one(cluster: tuple) -> None:
+    c, records = cluster
+    ctrl = c.active_controller()
+    assert ctrl is not None and ctrl.broker_id == 1 and ctrl.ctx.epoch == 1
+    data, _ = c.brokers[2].zk.get(ControllerZNode.path())
+    assert ControllerZNode.decode(data).brokerid == 1
+    data, stat = c.brokers[2].zk.get(ControllerEpochZNode.path())
+    assert ControllerEpochZNode.decode(data) == 1 and stat.version == 1
+    assert all(not b.controller.is_active for b in c.brokers.values() if b.id != 1)
+    assert next(r.event for r in records if r.controller_id == 1) == "Startup"
+
+
+def test_broker_failure_then_controlled_shutdown_follow_appendix_b(cluster: tuple) -> None:
+    c, records = cluster
+    c.crash(2)  # B.2: broker 2 (leader of t-0) crashes
+    c.drain()
+    assert _table(c)["t-0"] == (3, 1, [3, 1], 1)
+    assert _zk_state(c, "t", 0) == (3, 1, [3, 1], 1, 1)
+    change = [r for r in records if r.event == "BrokerChange" and r.controller_id == 1][-1]
+    assert change.counters["elected"] == 1 and change.failed is None
+    assert change.gauges is not None and change.gauges.offline_partitions_count == 0
+
+    # B.4 (on broker 3, now the leader): the controlled-shutdown election moves leadership to 1.
+    remaining = c.controlled_shutdown(3)
+    c.drain()
+    assert remaining == 0
+    table = _table(c)
+    assert table["t-0"][:3] == (1, 2, [1])
+    assert _zk_state(c, "t", 0)[:3] == (1, 2, [1])
+    # u-0 (RF 1 on broker 3) is untouched by the shutdown and goes offline when 3 exits.
+    assert table["u-0"][0] == -1
+    ctrl = c.active_controller()
+    assert ctrl is not None
+    last = [r for r in records if r.controller_id == 1][-1]
+    assert last.gauges is not None and last.gauges.offline_partitions_count == 1
+
+
+def test_controller_session_expiry_moves_the_controller_and_fences_the_zombie(
+    cluster: tuple,
+) -> None:
+    c, _ = cluster
+    old_version = c.active_controller().ctx.epoch_zk_version
+    c.expire_session(1)
+    c.drain()
+    ctrl = c.active_controller()
+    assert ctrl is not None and ctrl.broker_id in (1, 2, 3) and ctrl.ctx.epoch == 2
+    assert _table(c)["t-0"][:3] == (2, 0, [2, 3, 1])  # failover reloads the same state
+    # A write fenced with the deposed controller's epoch version is rejected.
+    with pytest.raises(ControllerMovedError):
+        FencedWriter(c.brokers[2].zk, old_version).multi(
+            [SetData(PartitionStateZNode.path("t", 0), b"{}")]
+        )

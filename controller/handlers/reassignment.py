@@ -1,0 +1,363 @@
+"""KIP-455 partition reassignment (spec §10, 2.4+) as bulk transforms over the compact table.
+
+A plan is a DataFrame of (topic_index, partition, target array<int>); a null target cancels.
+``validate_reassignments`` gives Kafka's per-partition error codes (§10.4); ``start_reassignment``
+is ``onPartitionReassignment`` for the accepted entries (phase U, then A or B, §10.3);
+``maybe_complete_reassignment`` is phase B for reassigning partitions whose target replicas are
+all in the ISR. Results are the next compact generation plus per-partition counters
+(``assignment_changed`` marks rows whose topic znode must be rewritten). Kafka's order of steps
+is kept: B3 elects before B4 removes the old replicas from the ISR, which decides the epochs.
+
+The full replica set RS = distinct(TRS ++ ORS) can exceed the table's width; the caller, which
+holds the (small) plan on the driver, passes the output width, and a row whose RS would not fit
+is left unchanged and flagged ``width_exceeded`` rather than truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
+from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
+from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionState
+from statemachines.partition_states import handle_state_changes as partition_changes
+from statemachines.replica_states import ISR_WRITES, ReplicaState
+from statemachines.replica_states import handle_state_changes as replica_changes
+
+TARGET = "target"
+ERROR = "error"
+REPLICAS_LIST = "replicas"
+ADDING_LIST = "adding_replicas"
+REMOVING_LIST = "removing_replicas"
+
+NONE = "NONE"
+INVALID_REPLICA_ASSIGNMENT = "INVALID_REPLICA_ASSIGNMENT"
+NO_REASSIGNMENT_IN_PROGRESS = "NO_REASSIGNMENT_IN_PROGRESS"
+UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
+UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
+
+ASSIGNMENT_CHANGED = "assignment_changed"
+REASSIGNMENT_STARTED = "reassignment_started"
+REASSIGNMENT_COMPLETED = "reassignment_completed"
+LEADER_MOVED = "leader_moved"
+FAILED_ELECTION = "failed_election"
+ISR_SHRINKS = "isr_shrinks"
+WIDTH_EXCEEDED = "width_exceeded"
+COUNTERS = (
+    ASSIGNMENT_CHANGED,
+    REASSIGNMENT_STARTED,
+    REASSIGNMENT_COMPLETED,
+    LEADER_MOVED,
+    FAILED_ELECTION,
+    ISR_SHRINKS,
+    WIDTH_EXCEEDED,
+)
+
+_KEY = [s.TOPIC_INDEX, s.PARTITION]
+_NON_EXISTENT = int(ReplicaState.NonExistentReplica)
+
+
+def _rep(k: int) -> Column:
+    return F.col(s.replica_col(k))
+
+
+def _present(k: int) -> Column:
+    return _rep(k) != s.EMPTY_SLOT
+
+
+def _listed(w: int, keep: Callable[[int], Column]) -> Column:
+    """The replicas at positions where ``keep(k)``, in position order, as array<int>."""
+    return F.array_compact(F.array(*[F.when(_present(k) & keep(k), _rep(k)) for k in range(w)]))
+
+
+def _being_reassigned() -> Column:
+    return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)
+
+
+def _has_leadership() -> Column:
+    return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+
+
+def widen(df: DataFrame, w: int) -> DataFrame:
+    """The compact table at width ``w`` (never narrower): new slots empty, NonExistentReplica."""
+    cur = s.width(df)
+    if w <= cur:
+        return df
+    if w > s.MAX_WIDTH:
+        raise ValueError(f"width {w} exceeds {s.MAX_WIDTH}: position masks are ints")
+    extra: dict[str, Column] = {}
+    for k in range(cur, w):
+        extra[s.replica_col(k)] = F.lit(s.EMPTY_SLOT)
+        extra[s.isr_col(k)] = F.lit(s.EMPTY_SLOT)
+        extra[s.replica_state_col(k)] = F.lit(_NON_EXISTENT).cast("byte")
+    carried = [c for c in df.columns if c not in set(s.compact_columns(cur))]
+    return df.withColumns(extra).select(*s.compact_columns(w), *carried)
+
+
+def list_reassignments(partitions: DataFrame) -> DataFrame:
+    """``ListPartitionReassignments``: (key, replicas, adding, removing) of reassigning rows."""
+    w = s.width(s.check_compact(partitions))
+    return partitions.where(_being_reassigned()).select(
+        *_KEY,
+        _listed(w, lambda k: F.lit(True)).alias(REPLICAS_LIST),
+        _listed(w, lambda k: bit(F.col(s.ADDING_MASK), k)).alias(ADDING_LIST),
+        _listed(w, lambda k: bit(F.col(s.REMOVING_MASK), k)).alias(REMOVING_LIST),
+    )
+
+
+def validate_reassignments(
+    partitions: DataFrame,
+    plan: DataFrame,
+    live: BrokerSet,
+    deleting: Sequence[int] = (),
+    api: bool = True,
+) -> DataFrame:
+    """§10.4: the plan's rows with ``error`` (Kafka's error name; ``NONE`` = accepted).
+
+    ``live`` are live brokers, not shutting down. ``api=False`` is the ZK path (no replica
+    checks). Only rows with ``NONE`` may be passed on to ``start_reassignment``.
+    """
+    w = s.width(s.check_compact(partitions))
+    known = partitions.select(
+        *_KEY,
+        F.lit(True).alias("_known"),
+        _being_reassigned().alias("_being"),
+        _listed(w, lambda k: ~bit(F.col(s.ADDING_MASK), k)).alias("_ors"),
+    )
+    df = plan.join(known, _KEY, "left")
+    t = F.col(TARGET)
+    ors = F.coalesce(F.col("_ors"), F.array().cast("array<int>"))
+    # reassignTo(target).adding = distinct(target) − ORS; each must be a live broker.
+    adding = F.array_except(t, ors)
+    live_ids = F.array(*[F.lit(b) for b in sorted(live.ids)]).cast("array<int>")
+    not_live = F.size(F.array_except(adding, live_ids))
+    invalid = (
+        (F.size(t) == 0)
+        | (F.size(F.array_distinct(t)) != F.size(t))
+        | (F.array_min(t) < 0)
+        | (not_live > 0)
+    )
+    unknown = F.col("_known").isNull()
+    if deleting:
+        unknown = unknown | F.col(s.TOPIC_INDEX).isin(list(deleting))
+    error = F.when(
+        t.isNull() & ~F.coalesce(F.col("_being"), F.lit(False)), NO_REASSIGNMENT_IN_PROGRESS
+    )
+    if api:
+        error = F.when(t.isNotNull() & invalid, INVALID_REPLICA_ASSIGNMENT).otherwise(error)
+    error = F.coalesce(error, F.when(unknown, UNKNOWN_TOPIC_OR_PARTITION), F.lit(NONE))
+    return df.select(*[F.col(c) for c in plan.columns], error.alias(ERROR))
+
+
+def _with_counters(df: DataFrame) -> DataFrame:
+    return df.withColumns({c: F.lit(0) for c in COUNTERS if c not in df.columns})
+
+
+def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
+    """``updateLeaderEpoch``: same leader and ISR, epoch+1, written with my controller epoch."""
+    return df.withColumn("_bump", where).withColumns(
+        {
+            s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + F.col("_bump").cast("int"),
+            s.ZK_VERSION: F.col(s.ZK_VERSION) + F.col("_bump").cast("int"),
+            s.CONTROLLER_EPOCH: F.when(F.col("_bump"), F.lit(view.controller_epoch)).otherwise(
+                F.col(s.CONTROLLER_EPOCH)
+            ),
+        }
+    )
+
+
+def _step(df: DataFrame, picked: str, target: ReplicaState) -> DataFrame:
+    """One replica transition for positions whose bit is set in column ``picked``."""
+    out = replica_changes(df, lambda _b, k: bit(F.col(picked), k), target).outcomes
+    return out.withColumn(ISR_SHRINKS, F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).drop(ISR_WRITES)
+
+
+def _stop_and_delete(df: DataFrame, w: int, picked: str) -> DataFrame:
+    """→ Offline (ISR removal, one write each) → DeletionStarted → Successful → NonExistent.
+
+    Only the Offline step changes anything but the replica's own state, and the positions leave
+    the assignment whether or not the chain was legal (Kafka has already written the new
+    assignment, U2/B2; here a state exists only for an assigned replica), so the deletion
+    states are not staged one by one: the replicas are dropped after the ISR removal.
+    """
+    df = _step(df, picked, ReplicaState.OfflineReplica)
+    df = df.withColumns(
+        {f"_keep_{k}": _present(k) & ~bit(F.col(picked), k) for k in range(w)}
+        | {f"_st_{k}": F.col(s.replica_state_col(k)).cast("int") for k in range(w)}
+    )
+    keep = [F.col(f"_keep_{k}") for k in range(w)]
+    reps = compact([_rep(k) for k in range(w)], keep)
+    states = compact([F.col(f"_st_{k}") for k in range(w)], keep, F.lit(_NON_EXISTENT))
+
+    def shifted(mask: str) -> Column:
+        bits = compact([bit(F.col(mask), k).cast("int") for k in range(w)], keep, F.lit(0))
+        return mask_of([b == 1 for b in bits])
+
+    changes = {s.replica_col(k): reps[k] for k in range(w)}
+    changes |= {s.replica_state_col(k): states[k].cast("byte") for k in range(w)}
+    changes |= {s.ADDING_MASK: shifted(s.ADDING_MASK), s.REMOVING_MASK: shifted(s.REMOVING_MASK)}
+    return df.withColumns(changes).drop(
+        *[f"_keep_{k}" for k in range(w)], *[f"_st_{k}" for k in range(w)]
+    )
+
+
+def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFrame:
+    """Phase B (§10.3) for rows where column ``selected`` holds; they all have leadership."""
+    sel = F.col(selected)
+    adding, removing = F.col(s.ADDING_MASK), F.col(s.REMOVING_MASK)
+    df = df.withColumn("_pick", F.when(sel, adding).otherwise(0))
+    df = _step(df, "_pick", ReplicaState.OnlineReplica)  # B1
+    # B3 against RS = TRS: keep the leader (epoch bump) if it is a target replica and online.
+    leader_ok = any_of(
+        [
+            _present(k) & ~bit(removing, k) & (_rep(k) == F.col(s.LEADER)) & view.online(k)
+            for k in range(w)
+        ]
+    )
+    df = df.withColumn("_leader_ok", leader_ok)
+    df = _bump_epoch(df, sel & F.col("_leader_ok"), view)
+    elected = partition_changes(
+        df,
+        sel & ~F.col("_leader_ok"),
+        PartitionState.OnlinePartition,
+        view,
+        ReassignPartitionLeaderElectionStrategy(),
+    ).outcomes
+    outcome = F.col(OUTCOME)
+    df = elected.withColumns(
+        {
+            LEADER_MOVED: F.col(LEADER_MOVED)
+            + (outcome == int(Outcome.LEADERSHIP_WRITTEN)).cast("int"),
+            FAILED_ELECTION: F.col(FAILED_ELECTION) + (outcome == int(Outcome.FAILED)).cast("int"),
+        }
+    ).drop(OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
+    df = df.withColumn("_pick", F.when(sel, F.col(s.REMOVING_MASK)).otherwise(0))
+    df = _stop_and_delete(df, w, "_pick")  # B4, B5
+    return df.withColumns(
+        {
+            s.ADDING_MASK: F.when(sel, 0).otherwise(F.col(s.ADDING_MASK)),
+            s.REMOVING_MASK: F.when(sel, 0).otherwise(F.col(s.REMOVING_MASK)),
+            ASSIGNMENT_CHANGED: F.greatest(F.col(ASSIGNMENT_CHANGED), sel.cast("int")),  # B6
+            REASSIGNMENT_COMPLETED: sel.cast("int"),
+        }
+    )
+
+
+def _trs_in_isr(w: int) -> Column:
+    isr = [F.col(s.isr_col(j)) for j in range(w)]
+    return ~any_of(
+        [_present(k) & ~bit(F.col(s.REMOVING_MASK), k) & ~in_list(_rep(k), isr) for k in range(w)]
+    )
+
+
+def start_reassignment(
+    partitions: DataFrame, plan: DataFrame, view: ClusterView, width: int | None = None
+) -> DataFrame:
+    """``onPartitionReassignment`` for accepted plan rows; ``width`` is the output width.
+
+    Returns the compact table at width ``max(width, current)`` with ``COUNTERS`` and ``error``
+    (null for rows not in the plan; ``UNKNOWN_SERVER_ERROR`` where the partition has no state
+    znode, after the assignment update, as Kafka's exception comes after U1/U2).
+    """
+    s.check_compact(partitions)
+    w = max(s.width(partitions), width or 0)
+    df = _with_counters(widen(partitions, w).select(*s.compact_columns(w)))
+    targets = plan.select(*_KEY, F.col(TARGET).alias("_target"), F.lit(True).alias("_planned"))
+    df = df.join(targets, _KEY, "left")
+    adding_mask = F.col(s.ADDING_MASK)
+    being = _being_reassigned()
+    df = df.withColumns(
+        {
+            "_cur": _listed(w, lambda k: F.lit(True)),
+            "_cur_adding": _listed(w, lambda k: bit(adding_mask, k)),
+            "_cur_removing": _listed(w, lambda k: bit(F.col(s.REMOVING_MASK), k)),
+            "_ors": _listed(w, lambda k: ~bit(adding_mask, k)),
+            # A cancel of a partition that is not reassigning is NO_REASSIGNMENT_IN_PROGRESS.
+            "_applies": F.coalesce(F.col("_planned"), F.lit(False))
+            & (F.col("_target").isNotNull() | being),
+        }
+    )
+    # reassignTo(TRS) where a cancel's TRS is the origin (§10.1).
+    df = df.withColumn("_trs", F.coalesce(F.col("_target"), F.col("_ors")))
+    df = df.withColumn("_full", F.array_distinct(F.concat(F.col("_trs"), F.col("_ors"))))
+    df = df.withColumns(
+        {
+            "_adding": F.array_except(F.col("_full"), F.col("_ors")),
+            "_removing": F.array_except(F.col("_full"), F.col("_trs")),
+            # U3: replicas of a replaced or cancelled reassignment go after RS until deleted.
+            "_ext": F.concat(F.col("_full"), F.array_except(F.col("_cur"), F.col("_full"))),
+        }
+    )
+    fits = F.size(F.col("_ext")) <= w
+    df = df.withColumns(
+        {"_apply": F.col("_applies") & fits, "_overflow": F.col("_applies") & ~fits}
+    )
+    df = df.withColumns(
+        {f"_nr_{j}": F.coalesce(F.get(F.col("_ext"), j), F.lit(s.EMPTY_SLOT)) for j in range(w)}
+    )
+    new = [F.col(f"_nr_{j}") for j in range(w)]
+    states = [F.col(s.replica_state_col(k)).cast("int") for k in range(w)]
+    apply = F.col("_apply")
+    n_full = F.size(F.col("_full"))
+    changed = ~(
+        (F.col("_full") == F.col("_cur"))
+        & (F.col("_adding") == F.col("_cur_adding"))
+        & (F.col("_removing") == F.col("_cur_removing"))
+    )
+    updates: dict[str, Column] = {}
+    for j in range(w):
+        old_state = first_of([(_rep(k) == new[j], states[k]) for k in range(w)])
+        state = F.coalesce(old_state, F.lit(_NON_EXISTENT)).cast("byte")
+        updates[s.replica_col(j)] = F.when(apply, new[j]).otherwise(_rep(j))
+        updates[s.replica_state_col(j)] = F.when(apply, state).otherwise(
+            F.col(s.replica_state_col(j))
+        )
+    for mask, listed in ((s.ADDING_MASK, "_adding"), (s.REMOVING_MASK, "_removing")):
+        bits = mask_of([F.array_contains(F.col(listed), r) for r in new])
+        updates[mask] = F.when(apply, bits).otherwise(F.col(mask))
+    unneeded = mask_of([(F.lit(j) >= n_full) & (new[j] != s.EMPTY_SLOT) for j in range(w)])
+    updates["_pick"] = F.when(apply, unneeded).otherwise(0)
+    updates[ASSIGNMENT_CHANGED] = (apply & changed).cast("int")
+    updates[WIDTH_EXCEEDED] = F.col("_overflow").cast("int")
+    df = df.select(
+        *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
+        *[updates.get(c, F.col(c)).alias(c) for c in COUNTERS],
+        "_apply",
+        updates["_pick"].alias("_pick"),
+    )
+    df = _stop_and_delete(df, w, "_pick")  # U3
+    has = _has_leadership()
+    complete = ~_being_reassigned() | (has & _trs_in_isr(w))
+    df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
+    df = _bump_epoch(df, F.col("_phase_a"), view)  # A1
+    df = df.withColumns(
+        {
+            REASSIGNMENT_STARTED: F.col("_phase_a").cast("int"),
+            "_pick": F.when(F.col("_phase_a"), F.col(s.ADDING_MASK)).otherwise(0),
+        }
+    )
+    df = replica_changes(
+        df, lambda _b, k: bit(F.col("_pick"), k), ReplicaState.NewReplica
+    ).outcomes.drop(ISR_WRITES)  # A2
+    df = _complete(df, w, "_phase_b", view)
+    error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
+    return df.select(*s.compact_columns(w), *COUNTERS, error.alias(ERROR))
+
+
+def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> DataFrame:
+    """``maybeCompleteReassignment`` for every reassigning row whose TRS is in the ISR (§10.3 B).
+
+    Returns the compact table with ``COUNTERS`` (``reassignment_completed``, ``leader_moved``,
+    ``failed_election``, ``isr_shrinks``, ``assignment_changed`` for the B6 znode write).
+    """
+    s.check_compact(partitions)
+    w = s.width(partitions)
+    df = _with_counters(partitions.select(*s.compact_columns(w)))
+    df = df.withColumn("_phase_b", _being_reassigned() & _has_leadership() & _trs_in_isr(w))
+    df = _complete(df, w, "_phase_b", view)
+    return df.select(*s.compact_columns(w), *COUNTERS)

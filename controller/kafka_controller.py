@@ -67,6 +67,7 @@ class EventRecord:
     controller_id: int
     event: str
     state: str
+    at_ms: int = 0
     queue_time_ms: int = 0
     processing_ms: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
@@ -115,7 +116,9 @@ class KafkaController:
     # -- ControllerEventProcessor --------------------------------------------------------------
     def process(self, event: ev.ControllerEvent) -> None:
         handler = getattr(self, "process_" + _snake(type(event).__name__), None)
-        record = EventRecord(self.broker_id, type(event).__name__, event.state.name)
+        record = EventRecord(
+            self.broker_id, type(event).__name__, event.state.name, self.clock.now_ms()
+        )
         self._record = record
         started = time.perf_counter()
         try:
@@ -318,6 +321,36 @@ class KafkaController:
         table = hb.on_controlled_shutdown(self._table(), event.broker_id, self.ctx.view(), deleting)
         gauges = self._commit(table, "ControlledShutdown", extra=("remaining",))
         reply("NONE", gauges.counters.get("remaining", 0))
+
+    # -- manual elections (spec §11.1) -----------------------------------------------------------
+    def process_replica_leader_election(self, event: ev.ReplicaLeaderElection) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active:
+            reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
+            return
+        from controller.handlers import election as he
+
+        if event.partitions is None:
+            selection: Any = F.lit(True)
+        else:
+            keys = [
+                (self.ctx.topics[p.topic].index, p.partition)
+                for p in event.partitions
+                if p.topic in self.ctx.topics
+            ]
+            selection = self.spark.createDataFrame(keys, "topic_index int, partition int")
+        table = he.on_replica_election(
+            self._table(),
+            selection,
+            event.election_type,
+            event.election_trigger,
+            self.ctx.view(),
+            self.ctx.topic_indices(self.ctx.topics_queued_for_deletion),
+            self._unclean_column(),
+            self.settings.kafka_version,
+        )
+        self._commit(table, "ReplicaLeaderElection")
+        reply("NONE")
 
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
     def _schedule_auto_rebalance(self, delay_ms: int) -> None:

@@ -31,6 +31,15 @@ def _parser() -> argparse.ArgumentParser:
     quick.add_argument("config", nargs="?", default="configs/quickstart.yaml", help="YAML file")
     quick.add_argument("--master", help="Spark master URL (overrides the file)")
     quick.add_argument("--json", action="store_true", help="print the result as JSON")
+    run = sub.add_parser(
+        "run",
+        help="play a scenario: broker events, elections, failover, in virtual time",
+        description="Bootstrap the scenario's cluster into ZooKeeper, run the controller over "
+        "its timeline and write the final tables, event log and metrics to --out.",
+    )
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--out", help="output directory (default out/<name>)")
+    run.add_argument("--master", help="Spark master URL (overrides the file)")
     return parser
 
 
@@ -64,6 +73,27 @@ def _quickstart(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    from spark_app import runner
+    from spark_app.scenario import ScenarioError, format_problems, load_scenario
+    from spark_app.session import get_spark
+
+    try:
+        scenario = load_scenario(args.scenario)
+        runner.check_supported(scenario)
+    except ScenarioError as err:
+        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
+        return EXIT_INVALID
+    except (OSError, runner.UnsupportedScenarioError) as err:
+        print(f"kce: {args.scenario}: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
+    out = Path(args.out) if args.out else Path("out") / scenario.name
+    summary = runner.run(spark, scenario, out)
+    print(json.dumps(summary, indent=2))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -71,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        return _quickstart(args)
+        return _run(args) if args.command == "run" else _quickstart(args)
     except KeyboardInterrupt:
         return EXIT_INTERNAL
     except Exception as err:  # an internal error: say so plainly, keep the traceback for bugs

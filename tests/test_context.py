@@ -35,10 +35,10 @@ def test_commit_computes_gauges_and_swaps_generations(spark: SparkSession) -> No
     assert gauges.offline_partitions_count == 1
     assert gauges.preferred_replica_imbalance_count == 2  # a-1 and leaderless b-0
     assert gauges.global_topic_count == 2
-    first, first_cached = ctx.partitions, ctx._persisted
-    assert first_cached is not None and first_cached.is_cached
-    ctx.commit(first.withColumn("elected", F.lit(1)), "again", counters=["elected"])
-    assert not first_cached.is_cached and ctx._persisted.is_cached  # old generation released
+    gauges = ctx.commit(ctx.partitions.withColumn("elected", F.lit(1)), "again", ["elected"])
+    assert gauges.counters == {"elected": 4} and ctx.generation == 2
+    # Each generation's plan starts at its checkpoint: lineage does not grow per event.
+    assert "LogicalRDD" in ctx.partitions._jdf.queryExecution().logical().toString()
     assert ctx.partitions.count() == 4
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 
 _ISIN_LIMIT = 16
+_WORDS_LIMIT = 16  # up to 16 x 64 broker ids: membership is a shift into a literal long
 _LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin regardless
 
 
@@ -45,9 +46,27 @@ class BrokerSet:
         top = max(self.ids)
         if len(self.ids) <= _ISIN_LIMIT or top > _LOOKUP_LIMIT or min(self.ids) < 0:
             return broker.isin(sorted(self.ids))
+        if top < 64 * _WORDS_LIMIT:
+            return self._in_words(broker, top // 64 + 1)
         lookup = F.array(*[F.lit(b in self.ids) for b in range(top + 1)])
         # ``get`` returns null past either end (no ANSI error), so ids outside count as absent.
         return F.coalesce(F.get(lookup, broker), F.lit(False))
+
+    def _in_words(self, broker: Column, n_words: int) -> Column:
+        """Bit ``b mod 64`` of word ``b div 64``: a few integer ops instead of a literal array."""
+        words = [0] * n_words
+        for b in self.ids:
+            words[b // 64] |= 1 << (b % 64)
+        # Literal longs are signed: map bit 63 to the negative value Spark expects.
+        signed = [w - (1 << 64) if w >= 1 << 63 else w for w in words]
+        word = F.lit(0).cast("long")
+        for i in reversed(range(n_words)):
+            word = F.when(
+                (broker >= 64 * i) & (broker < 64 * (i + 1)), F.lit(signed[i]).cast("long")
+            ).otherwise(word)
+        # shiftright with a per-row amount needs the SQL function (the Python one takes an int).
+        bit = F.call_function("shiftright", word, F.pmod(broker, F.lit(64))).bitwiseAND(F.lit(1))
+        return F.coalesce((broker >= 0) & (bit == 1), F.lit(False))
 
 
 @dataclass(frozen=True)
@@ -76,15 +95,16 @@ class ClusterView:
     def live_or_shutting_down(self) -> BrokerSet:
         return self.live | self.shutting_down
 
-    def _dir_online(self, k: int) -> Column:
+    def dir_online(self, k: int) -> Column:
+        """False where replica_k sits on a failed log directory."""
         if self.offline_dir_mask is None:
             return F.lit(True)
         return F.col(self.offline_dir_mask).bitwiseAND(F.lit(1 << k)) == 0
 
     def online(self, k: int) -> Column:
         """Kafka's ``isReplicaOnline`` for replica position k (excludes shutting-down brokers)."""
-        return self.live.contains(F.col(s.replica_col(k))) & self._dir_online(k)
+        return self.live.contains(F.col(s.replica_col(k))) & self.dir_online(k)
 
     def online_or_shutting_down(self, k: int) -> Column:
         """``isReplicaOnline(..., includeShuttingDownBrokers = true)`` for position k."""
-        return self.live_or_shutting_down.contains(F.col(s.replica_col(k))) & self._dir_online(k)
+        return self.live_or_shutting_down.contains(F.col(s.replica_col(k))) & self.dir_online(k)

@@ -75,6 +75,20 @@ def controlled_shutdown_leader(
 # --------------------------------------------------------------------------------------------
 
 
+SELECTED = "_selected"
+
+
+def staged(df: DataFrame, cols: dict[str, Column]) -> DataFrame:
+    """Add intermediate columns, evaluated only on selected rows when a selection is present.
+
+    CASE WHEN short-circuits, so rows outside the selection (most of them, in a typical event)
+    skip the election work entirely.
+    """
+    if SELECTED in df.columns:
+        cols = {k: F.when(F.col(SELECTED), v) for k, v in cols.items()}
+    return df.withColumns(cols)
+
+
 def _online(k: int) -> Column:
     return F.col(f"_online_{k}")
 
@@ -85,12 +99,16 @@ def stage_online(df: DataFrame, w: int, view: ClusterView) -> DataFrame:
     Staging shared sub-expressions as columns keeps each expression small: Spark does not inline
     a non-trivial column that is referenced more than once, so nothing is duplicated W² times.
     """
-    return df.withColumns({f"_online_{k}": view.online(k) for k in range(w)})
+    return staged(df, {f"_online_{k}": view.online(k) for k in range(w)})
 
 
-def _broker_online(broker: Column, w: int) -> Column:
-    """``isReplicaOnline`` for an ISR member: the online flag of its position in the assignment."""
-    return any_of([(F.col(s.replica_col(k)) == broker) & _online(k) for k in range(w)])
+def _broker_online(broker: Column, w: int, view: ClusterView) -> Column:
+    """``isReplicaOnline`` for an ISR member: a live broker whose replica here is not on a failed
+    log directory (an ISR member outside the assignment counts by liveness alone)."""
+    on_failed_dir = any_of(
+        [(F.col(s.replica_col(k)) == broker) & ~view.dir_online(k) for k in range(w)]
+    )
+    return view.live.contains(broker) & ~on_failed_dir
 
 
 @dataclass(frozen=True)
@@ -148,7 +166,7 @@ def _failed(w: int, why: str) -> LeadershipChange:
 def _stage(df: DataFrame, prefix: str, leader: Column, isr: list[Column]) -> DataFrame:
     cols = {f"{prefix}leader": leader}
     cols |= {f"{prefix}isr_{k}": x for k, x in enumerate(isr)}
-    return df.withColumns(cols)
+    return staged(df, cols)
 
 
 def _elected(
@@ -233,14 +251,15 @@ class OfflinePartitionLeaderElectionStrategy(ElectionStrategy):
             unclean_ok = F.coalesce(F.col(self.unclean_column), F.lit(False))
         else:
             unclean_ok = F.lit(False)
-        df = df.withColumns(
+        df = staged(
+            df,
             {
                 "_offline_leader": offline_leader(reps, isr, online, unclean_ok),
-                **{f"_isr_online_{j}": _broker_online(x, w) for j, x in enumerate(isr)},
-            }
+                **{f"_isr_online_{j}": _broker_online(x, w, view) for j, x in enumerate(isr)},
+            },
         )
         leader = F.col("_offline_leader")
-        df = df.withColumn("_was_in_isr", in_list(leader, isr))
+        df = staged(df, {"_was_in_isr": in_list(leader, isr)})
         was_in_isr = F.col("_was_in_isr")
         kept = compact(isr, [F.col(f"_isr_online_{j}") for j in range(w)])
         only_leader = [leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
@@ -290,12 +309,13 @@ class ControlledShutdownPartitionLeaderElectionStrategy(ElectionStrategy):
         self, df: DataFrame, w: int, view: ClusterView
     ) -> tuple[DataFrame, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        df = df.withColumns(
+        df = staged(
+            df,
             {f"_online_sd_{k}": view.online_or_shutting_down(k) for k in range(w)}
             | {
                 f"_isr_stays_{j}": ~view.shutting_down.contains(x) & (x != s.EMPTY_SLOT)
                 for j, x in enumerate(isr)
-            }
+            },
         )
         ls = [F.col(f"_online_sd_{k}") for k in range(w)]
         sd = [view.shutting_down.contains(r) for r in reps]

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
 from statemachines.election import (
+    SELECTED,
     ElectionStrategy,
     LeadershipChange,
     initial_leadership,
@@ -73,7 +74,6 @@ class Outcome(IntEnum):
 OUTCOME = "outcome"
 FAILURE = "failure"
 TARGET = "target"
-SELECTED = "_selected"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,9 @@ def imbalance_ratios(partitions: DataFrame, excluded: Column | None = None) -> D
 
     ``excluded`` marks rows left out entirely (Kafka leaves out topics queued for deletion).
     """
-    df = partitions if excluded is None else partitions.where(~F.coalesce(excluded, F.lit(False)))
+    df = partitions.where(F.col(s.replica_col(0)) != s.EMPTY_SLOT)
+    if excluded is not None:
+        df = df.where(~F.coalesce(excluded, F.lit(False)))
     grouped = df.groupBy(F.col(s.replica_col(0)).alias(PREFERRED)).agg(
         F.sum(F.lit(1)).cast("int").alias(TOTAL),
         F.sum(_not_preferred().cast("int")).cast("int").alias(NOT_PREFERRED),

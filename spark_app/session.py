@@ -57,6 +57,11 @@ def get_spark(
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.bindAddress": os.environ["SPARK_LOCAL_IP"],
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Fused election stages generate methods above the JVM's 8 KB JIT limit; without this
+        # (Spark's documented workaround) they would run interpreted.
+        "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+        "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+        "spark.sql.codegen.hugeMethodLimit": "1000000",
     }
     for key, value in {**defaults, **dict(conf or {})}.items():
         builder = builder.config(key, value)

@@ -18,8 +18,9 @@ election strategy for Online/Offline rows (§5.3b); a failed election leaves the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import IntEnum
+from functools import cached_property
 from types import MappingProxyType
 
 from pyspark.sql import Column, DataFrame
@@ -76,7 +77,6 @@ FAILURE = "failure"
 TARGET = "target"
 
 
-@dataclass(frozen=True)
 class StateChangeResult:
     """The lazy outputs of one bulk transition; the controller materialises ``outcomes`` once.
 
@@ -85,8 +85,18 @@ class StateChangeResult:
     ``unclean`` (the leader came from outside the ISR). The other views are projections of it.
     """
 
-    outcomes: DataFrame
-    target: PartitionState
+    def __init__(self, build: Callable[[bool], DataFrame], target: PartitionState) -> None:
+        self._build = build
+        self.target = target
+
+    @cached_property
+    def outcomes(self) -> DataFrame:
+        return self._build(False)
+
+    @cached_property
+    def attempted(self) -> DataFrame:
+        """``outcomes`` of the selected rows only, computed from them alone."""
+        return self._build(True)
 
     @property
     def partitions(self) -> DataFrame:
@@ -95,7 +105,7 @@ class StateChangeResult:
     @property
     def invalid(self) -> DataFrame:
         """Rows whose transition Kafka would reject: key, current state, target, allowed states."""
-        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.INVALID)).select(
+        return self.attempted.where(F.col(OUTCOME) == int(Outcome.INVALID)).select(
             s.TOPIC_INDEX,
             s.PARTITION,
             state_name_column(F.col(s.STATE_CODE), PartitionState).alias("current_state"),
@@ -105,11 +115,11 @@ class StateChangeResult:
 
     @property
     def changed_leadership(self) -> DataFrame:
-        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN))
+        return self.attempted.where(F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN))
 
     @property
     def failed(self) -> DataFrame:
-        return self.outcomes.where(F.col(OUTCOME) == int(Outcome.FAILED)).select(
+        return self.attempted.where(F.col(OUTCOME) == int(Outcome.FAILED)).select(
             s.TOPIC_INDEX, s.PARTITION, FAILURE
         )
 
@@ -137,10 +147,27 @@ def handle_state_changes(
     OnlinePartition; ``strategy`` is needed when Online/Offline partitions are to be elected.
     """
     s.check_compact(state_df)
+    df = _selection(state_df, targets)
+
+    # The views of what was attempted are computed from the selected rows alone: filtering first
+    # keeps the election off the (usually many) rows an event does not touch.
+    def build(only_selected: bool) -> DataFrame:
+        rows = df.where(F.col(SELECTED)) if only_selected else df
+        return _transition(rows, state_df, target_state, view, strategy)
+
+    return StateChangeResult(build, target_state)
+
+
+def _transition(
+    df: DataFrame,
+    state_df: DataFrame,
+    target_state: PartitionState,
+    view: ClusterView | None,
+    strategy: ElectionStrategy | None,
+) -> DataFrame:
     w = s.width(state_df)
     keep = _carried(state_df, w)
     current = F.col(s.STATE_CODE)
-    df = _selection(state_df, targets)
     valid = valid_previous_column(current, target_state, VALID_PREVIOUS_STATES)
     selected = F.col(SELECTED)
 
@@ -159,9 +186,7 @@ def handle_state_changes(
             F.lit(0).alias(LeadershipChange.RECIPIENTS),
             F.lit(False).alias(LeadershipChange.UNCLEAN),
         )
-        return StateChangeResult(
-            out.select(*s.compact_columns(w), *keep, *_RESULT_COLS), target_state
-        )
+        return out.select(*s.compact_columns(w), *keep, *_RESULT_COLS)
 
     if view is None:
         raise ValueError("OnlinePartition needs the cluster view (live and shutting-down brokers)")
@@ -206,7 +231,7 @@ def handle_state_changes(
         F.when(written, change.recipients).otherwise(0).alias(LeadershipChange.RECIPIENTS),
         (written & change.unclean).alias(LeadershipChange.UNCLEAN),
     )
-    return StateChangeResult(out, target_state)
+    return out
 
 
 def _carried(df: DataFrame, w: int) -> list[str]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from controller import events as ev
-from controller.kafka_controller import ControllerSettings, EventRecord, KafkaController
+from controller.kafka_controller import KafkaController
+from controller.records import ControllerSettings, EventRecord
 from controller.timer import Timer, VirtualClock
 from controller.zk.kafka_zk_client import create_persistent_paths, register_broker
 from controller.zk.memory import InMemoryZooKeeper

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -25,6 +25,8 @@ from controller import events as ev
 from controller.context import ControllerContext, Gauges, LiveBroker
 from controller.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
+from controller.records import ControllerSettings, EventRecord
+from controller.state_writer import write_changed_states
 from controller.timer import Clock, Timer
 from controller.zk.bootstrap import read_cluster
 from controller.zk.errors import ControllerMovedError
@@ -34,12 +36,12 @@ from controller.zk.kafka_zk_client import (
     get_controller_id,
     register_controller_and_increment_controller_epoch,
 )
-from controller.zk.partition_store import STATE_COLUMNS, PartitionStateStore
+from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import ControllerZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.layout import to_compact, to_public_partitions
+from statemachines.layout import to_compact
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 
@@ -47,33 +49,6 @@ log = logging.getLogger(__name__)
 
 COUNTERS = (hb.ELECTED, hb.FAILED_ELECTION, hb.UNCLEAN_ELECTED, hb.ISR_SHRINKS)
 FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
-
-
-@dataclass(frozen=True)
-class ControllerSettings:
-    """The Kafka configuration keys the controller reads (spec §17), with Kafka's defaults."""
-
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_per_broker_percentage: int = 10
-    leader_imbalance_check_interval_seconds: int = 300
-    unclean_leader_election_enable: bool = False
-    kafka_version: tuple[int, int] = (2, 8)
-
-
-@dataclass
-class EventRecord:
-    """What one processed event did: the row of ``events.jsonl``."""
-
-    controller_id: int
-    event: str
-    state: str
-    at_ms: int = 0
-    queue_time_ms: int = 0
-    processing_ms: float = 0.0
-    counters: dict[str, int] = field(default_factory=dict)
-    gauges: Gauges | None = None
-    zk_writes: int = 0
-    failed: str | None = None
 
 
 class KafkaController:
@@ -403,52 +378,21 @@ class KafkaController:
         counters = tuple(c for c in (*COUNTERS, *extra) if c in table.columns)
         previous = self.ctx._persisted
         gauges = self.ctx.commit(table, label, counters)
-        written = self._write_states(previous)
+        assert self.ctx.partitions is not None
+        written = write_changed_states(
+            self.store,
+            self.ctx.topics_frame(),
+            previous,
+            self.ctx.partitions,
+            self.ctx.epoch_zk_version,
+        )
         if self._record is not None:
             self._record.counters = dict(gauges.counters)
             self._record.gauges = gauges
             self._record.zk_writes = written
         return gauges
 
-    def _write_states(self, previous: DataFrame | None) -> int:
-        """Mirror the partitions whose state znode changed into ZooKeeper (fenced, bulk).
-
-        A partition written d times in one event (an election, then ISR removals) goes out in d
-        conditional writes, so its znode version matches ``zk_version`` as in Kafka.
-        """
-        if previous is None:
-            return 0
-        topics = self.ctx.topics_frame()
-        old = previous.select(s.TOPIC_INDEX, s.PARTITION, F.col(s.ZK_VERSION).alias("_old"))
-        new = self.ctx.partitions
-        assert new is not None
-        joined = new.join(old, [s.TOPIC_INDEX, s.PARTITION], "left").withColumn(
-            "_old", F.coalesce(F.col("_old"), F.lit(s.NO_ZK_VERSION))
-        )
-        changed = joined.where(F.col(s.ZK_VERSION) != F.col("_old")).withColumn(
-            "_writes", F.col(s.ZK_VERSION) - F.col("_old")
-        )
-        rounds = changed.agg(F.max("_writes").alias("n"), F.count(F.lit(1)).alias("rows")).first()
-        assert rounds is not None
-        for r in range(1, int(rounds["n"] or 0) + 1):
-            batch = changed.where(F.col("_writes") >= r)
-            public = to_public_partitions(
-                batch.select(*s.compact_columns(s.width(new)), "_old"), topics, ("_old",)
-            )
-            states = public.select(
-                *[c for c in STATE_COLUMNS if c != s.ZK_VERSION],
-                (F.col("_old") + (r - 1)).alias(s.ZK_VERSION),
-            ).select(*STATE_COLUMNS)
-            failed = self.store.write_states(states, self.ctx.epoch_zk_version)
-            if failed.limit(1).count():
-                log.warning("[Controller id=%d] some partition-state writes failed", self.broker_id)
-        return int(rounds["rows"] or 0)
-
 
 def _snake(name: str) -> str:
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
+    """``BrokerChange`` -> ``broker_change``: handler names follow the event names."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

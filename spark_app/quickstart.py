@@ -21,6 +21,7 @@ from controller.handlers.brokers import (
     UNCLEAN_ELECTED,
     on_broker_failure,
 )
+from spark_app.scenario.model import SparkSettings
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.generator import generate_cluster
@@ -28,12 +29,6 @@ from statemachines.layout import to_compact
 from statemachines.rebalance import RATIO, imbalance_ratios
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
-
-
-class SparkSettings(BaseModel):
-    model_config = _STRICT
-    master: str | None = Field(None, description="Spark master; default local[*] or spark-submit's")
-    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
 
 
 class GeneratedCluster(BaseModel):

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from controller import events as ev
 from controller.emulation import EmulatedCluster
-from controller.kafka_controller import ControllerSettings, EventRecord
+from controller.records import ControllerSettings, EventRecord
 from controller.zk import InMemoryZooKeeper
 from controller.zk.bootstrap import bootstrap_cluster
 from spark_app.cluster_builder import initial_partitions

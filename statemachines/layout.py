@@ -144,3 +144,25 @@ def to_public_replicas(compact: DataFrame, topics: DataFrame) -> DataFrame:
         F.col("e." + s.BROKER).alias(s.BROKER),
         state_name_column(F.col("e.code"), ReplicaState).alias(s.STATE),
     )
+
+
+def widen(df: DataFrame, w: int) -> DataFrame:
+    """``df`` (compact) at width ``w``: new positions are empty (EMPTY_SLOT, NonExistentReplica).
+
+    Extra (caller) columns follow the compact ones unchanged. A table already at least ``w``
+    wide is returned as is; narrowing is never done (it could drop replicas).
+    """
+    current = s.width(df)
+    if w <= current:
+        return df
+    if w > s.MAX_WIDTH:
+        raise ValueError(f"width {w} exceeds {s.MAX_WIDTH}: position masks are ints")
+    absent = F.lit(int(ReplicaState.NonExistentReplica)).cast("byte")
+    added: dict[str, Column] = {}
+    for k in range(current, w):
+        added[s.replica_col(k)] = F.lit(s.EMPTY_SLOT)
+        added[s.isr_col(k)] = F.lit(s.EMPTY_SLOT)
+        added[s.replica_state_col(k)] = absent
+    model = set(s.compact_columns(current))
+    extra = [c for c in df.columns if c not in model]
+    return df.withColumns(added).select(*s.compact_columns(w), *extra)

@@ -8,7 +8,7 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from controller.handlers import brokers as h
-from statemachines import reference
+from statemachines import reference_brokers as reference
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.reference import View
 from statemachines.replica_states import ReplicaState

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from controller.emulation import EmulatedCluster
-from controller.kafka_controller import ControllerSettings, EventRecord
+from controller.records import ControllerSettings, EventRecord
 from controller.zk import InMemoryZooKeeper
 from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.errors import ControllerMovedError

@@ -24,6 +24,7 @@ from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
 from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
+from statemachines.layout import widen
 from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
@@ -81,22 +82,6 @@ def _being_reassigned() -> Column:
 
 def _has_leadership() -> Column:
     return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
-
-
-def widen(df: DataFrame, w: int) -> DataFrame:
-    """The compact table at width ``w`` (never narrower): new slots empty, NonExistentReplica."""
-    cur = s.width(df)
-    if w <= cur:
-        return df
-    if w > s.MAX_WIDTH:
-        raise ValueError(f"width {w} exceeds {s.MAX_WIDTH}: position masks are ints")
-    extra: dict[str, Column] = {}
-    for k in range(cur, w):
-        extra[s.replica_col(k)] = F.lit(s.EMPTY_SLOT)
-        extra[s.isr_col(k)] = F.lit(s.EMPTY_SLOT)
-        extra[s.replica_state_col(k)] = F.lit(_NON_EXISTENT).cast("byte")
-    carried = [c for c in df.columns if c not in set(s.compact_columns(cur))]
-    return df.withColumns(extra).select(*s.compact_columns(w), *carried)
 
 
 def list_reassignments(partitions: DataFrame) -> DataFrame:

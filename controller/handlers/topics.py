@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.assignment import BrokerLike, as_broker_metadata, with_assigned_replicas
 from statemachines.brokers import ClusterView
+from statemachines.layout import widen
 from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ReplicaState
@@ -35,27 +36,6 @@ _NEW = "_new_partition"
 
 def _non_existent_replica() -> Column:
     return F.lit(int(ReplicaState.NonExistentReplica)).cast("byte")
-
-
-def widen(df: DataFrame, w: int) -> DataFrame:
-    """``df`` (compact) at width ``w``: new positions are empty (EMPTY_SLOT, NonExistentReplica).
-
-    Extra (caller) columns follow the compact ones unchanged. A table already at least ``w``
-    wide is returned as is; narrowing is never done (it could drop replicas).
-    """
-    current = s.width(df)
-    if w <= current:
-        return df
-    if w > s.MAX_WIDTH:
-        raise ValueError(f"width must be at most {s.MAX_WIDTH}, got {w}")
-    added: dict[str, Column] = {}
-    for k in range(current, w):
-        added[s.replica_col(k)] = F.lit(s.EMPTY_SLOT)
-        added[s.isr_col(k)] = F.lit(s.EMPTY_SLOT)
-        added[s.replica_state_col(k)] = _non_existent_replica()
-    model = set(s.compact_columns(current))
-    extra = [c for c in df.columns if c not in model]
-    return df.withColumns(added).select(*s.compact_columns(w), *extra)
 
 
 def add_partition_rows(partitions: DataFrame, new_rows: DataFrame) -> DataFrame:

@@ -1,0 +1,34 @@
+"""What the controller reads from Kafka's configuration, and what it reports per event."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.context import Gauges
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The Kafka configuration keys the controller reads (spec §17), with Kafka's defaults."""
+
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
+    unclean_leader_election_enable: bool = False
+    kafka_version: tuple[int, int] = (2, 8)
+
+
+@dataclass
+class EventRecord:
+    """What one processed event did: the row of ``events.jsonl``."""
+
+    controller_id: int
+    event: str
+    state: str
+    at_ms: int = 0
+    queue_time_ms: int = 0
+    processing_ms: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+    gauges: Gauges | None = None
+    zk_writes: int = 0
+    failed: str | None = None

@@ -1,0 +1,123 @@
+"""The oracle for broker events (spec §8): Kafka's sequences, one partition at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from statemachines.partition_states import PartitionState
+from statemachines.reference import (
+    Partition,
+    View,
+    elect_controlled_shutdown,
+    handle_partition_state_changes,
+    handle_replica_state_changes,
+    offline_strategy,
+)
+from statemachines.replica_states import ReplicaState
+
+# ---- §8 broker events, partition by partition -------------------------------------------------
+
+
+@dataclass
+class BrokerEventOutcome:
+    partitions: dict[tuple[str, int], Partition]
+    states: dict[tuple[str, int, int], ReplicaState]
+    elected: set[tuple[str, int]] = field(default_factory=set)
+    failed: set[tuple[str, int]] = field(default_factory=set)
+    unclean: set[tuple[str, int]] = field(default_factory=set)
+    remaining: set[tuple[str, int]] = field(default_factory=set)
+
+
+def _trigger_online(
+    out: BrokerEventOutcome, view: View, unclean_by_topic: Mapping[str, bool]
+) -> None:
+    keys = [
+        k
+        for k, p in out.partitions.items()
+        if p.state in (PartitionState.OfflinePartition, PartitionState.NewPartition)
+    ]
+    step = handle_partition_state_changes(
+        out.partitions,
+        keys,
+        PartitionState.OnlinePartition,
+        view,
+        offline_strategy(unclean_by_topic=unclean_by_topic),
+    )
+    out.partitions = step.partitions
+    out.elected |= set(step.elected)
+    out.failed |= set(step.failed)
+    out.unclean |= {k for k, e in step.elected.items() if e.unclean}
+
+
+def on_broker_failure(
+    partitions: Mapping[tuple[str, int], Partition],
+    states: Mapping[tuple[str, int, int], ReplicaState],
+    dead: Collection[int],
+    view: View,
+    unclean_by_topic: Mapping[str, bool],
+) -> BrokerEventOutcome:
+    """§8.2 (b–e): leaderless → Offline, elect New/Offline, dead replicas → OfflineReplica."""
+    out = BrokerEventOutcome(dict(partitions), dict(states))
+    offline = [
+        k
+        for k, p in out.partitions.items()
+        if p.has_leadership and not (p.leader in p.replicas and view.online(p, p.leader))
+    ]
+    out.partitions = handle_partition_state_changes(
+        out.partitions, offline, PartitionState.OfflinePartition
+    ).partitions
+    _trigger_online(out, view, unclean_by_topic)
+    replicas = [k for k in out.states if k[2] in dead]
+    step = handle_replica_state_changes(
+        out.partitions, out.states, replicas, ReplicaState.OfflineReplica
+    )
+    out.partitions, out.states = step.partitions, step.states
+    return out
+
+
+def on_broker_startup(
+    partitions: Mapping[tuple[str, int], Partition],
+    states: Mapping[tuple[str, int, int], ReplicaState],
+    new: Collection[int],
+    view: View,
+    unclean_by_topic: Mapping[str, bool],
+) -> BrokerEventOutcome:
+    """§8.1 (4–5): the new brokers' replicas → OnlineReplica, then elect New/Offline partitions."""
+    out = BrokerEventOutcome(dict(partitions), dict(states))
+    replicas = [k for k in out.states if k[2] in new]
+    step = handle_replica_state_changes(
+        out.partitions, out.states, replicas, ReplicaState.OnlineReplica
+    )
+    out.partitions, out.states = step.partitions, step.states
+    _trigger_online(out, view, unclean_by_topic)
+    return out
+
+
+def on_controlled_shutdown(
+    partitions: Mapping[tuple[str, int], Partition],
+    states: Mapping[tuple[str, int, int], ReplicaState],
+    broker: int,
+    view: View,
+) -> BrokerEventOutcome:
+    """§8.4 (5–8) for ``broker`` already in ``view.shutting_down``."""
+    out = BrokerEventOutcome(dict(partitions), dict(states))
+    act_on = [
+        k
+        for k, p in out.partitions.items()
+        if broker in p.replicas and len(p.replicas) > 1 and p.has_leadership
+    ]
+    led = [k for k in act_on if out.partitions[k].leader == broker]
+    step = handle_partition_state_changes(
+        out.partitions, led, PartitionState.OnlinePartition, view, elect_controlled_shutdown
+    )
+    out.partitions = step.partitions
+    out.elected |= set(step.elected)
+    out.failed |= set(step.failed)
+    followed = [(t, p, broker) for (t, p) in act_on if (t, p) not in set(led)]
+    rstep = handle_replica_state_changes(
+        out.partitions, out.states, followed, ReplicaState.OfflineReplica
+    )
+    out.partitions, out.states = rstep.partitions, rstep.states
+    out.remaining = {k for k in act_on if out.partitions[k].leader == broker}
+    return out

@@ -114,6 +114,12 @@ class StateChangeResult:
         )
 
     @property
+    def decisions(self) -> DataFrame:
+        """Rows with a new leadership or a failed init/election, in one frame (one job)."""
+        decided = F.col(OUTCOME).isin(int(Outcome.LEADERSHIP_WRITTEN), int(Outcome.FAILED))
+        return self.attempted.where(decided)
+
+    @property
     def changed_leadership(self) -> DataFrame:
         return self.attempted.where(F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN))
 

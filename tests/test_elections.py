@@ -144,6 +144,8 @@ def test_strategy_rows_spark(spark: SparkSession, kind: str) -> None:
             df, F.lit(True), PartitionState.OnlinePartition, view, STRATEGIES[kind][0]()
         )
         outcome = result.outcomes.first()
+        decided = result.decisions.collect()  # the elected or failed row, from one job
+        assert [(r.partition, r.outcome) for r in decided] == [(p.partition, outcome.outcome)]
         after = read_back([outcome], topics, 6)[0][(p.topic, p.partition)]
         if expected is None:
             assert after == p, name

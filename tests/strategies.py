@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -68,3 +69,16 @@ def batches(draw: st.DrawFn) -> Batch:
     keys = [(p.topic, p.partition) for p in parts]
     selected = frozenset(k for k in keys if draw(st.integers(0, 4)) > 0)
     return Batch(parts, frozenset(live), frozenset(sd), frozenset(unclean), selected)
+
+
+class ScriptedRandom(random.Random):
+    """Answers ``randrange`` with given values, in order: stands in for Kafka's two draws."""
+
+    def __init__(self, *values: int) -> None:
+        super().__init__(0)
+        self._values = list(values)
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        value = self._values.pop(0)
+        assert 0 <= value < start
+        return value

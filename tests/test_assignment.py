@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
@@ -30,20 +29,7 @@ from statemachines.assignment import (
     with_assigned_replicas,
 )
 from statemachines.schemas import PARTITION, TOPIC
-
-
-class ScriptedRandom(random.Random):
-    """Answers ``randrange`` with given values, in order: stands in for Kafka's two draws."""
-
-    def __init__(self, *values: int) -> None:
-        super().__init__(0)
-        self._values = list(values)
-
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
-        value = self._values.pop(0)
-        assert 0 <= value < start
-        return value
-
+from tests.strategies import ScriptedRandom
 
 RACKS_A = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
 RACKS_B = {0: "rack1", 1: "rack2", 2: "rack2", 3: "rack3", 4: "rack3", 5: "rack1"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
 import pytest
@@ -32,19 +31,7 @@ from statemachines.schemas import (
     check_replicas,
     check_schema,
 )
-
-
-class ScriptedRandom(random.Random):
-    """Answers ``randrange`` with given values, in order: stands in for Kafka's two draws."""
-
-    def __init__(self, *values: int) -> None:
-        super().__init__(0)
-        self._values = list(values)
-
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
-        value = self._values.pop(0)
-        assert 0 <= value < start
-        return value
+from tests.strategies import ScriptedRandom
 
 
 def _placements(cluster: SyntheticCluster) -> dict[tuple[str, int], list[int]]:

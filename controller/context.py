@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import has_leadership, in_topics
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
 
@@ -73,6 +74,11 @@ class ControllerContext:
         self._persisted: DataFrame | None = None
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
+
+    @property
+    def committed(self) -> DataFrame | None:
+        """The committed generation as persisted, with the counters of the event that made it."""
+        return self._persisted
 
     # -- brokers -------------------------------------------------------------------------------
     @property
@@ -131,12 +137,12 @@ class ControllerContext:
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         deleting = self.topic_indices(self.topics_queued_for_deletion)
-        excluded = F.col(s.TOPIC_INDEX).isin(deleting) if deleting else None
+        excluded = in_topics(deleting) if deleting else None
         offline = F.col(s.STATE_CODE) == int(PartitionState.OfflinePartition)
         if excluded is not None:
             offline = offline & ~excluded
         row = table.agg(
-            F.sum((F.col(s.ZK_VERSION) != s.NO_ZK_VERSION).cast("long")).alias("with_leadership"),
+            F.sum(has_leadership().cast("long")).alias("with_leadership"),
             F.sum(offline.cast("long")).alias("offline"),
             preferred_replica_imbalance(table, excluded).alias("imbalance"),
             *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],

@@ -41,6 +41,7 @@ from controller.zk.paths import ControllerZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
+from statemachines.columns import in_topics
 from statemachines.layout import to_compact
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
@@ -240,6 +241,10 @@ class KafkaController:
         )
         table = self._table()
         deleting = self.ctx.topic_indices(self.ctx.topics_queued_for_deletion)
+
+        def model(t: DataFrame) -> DataFrame:  # the next phase starts from the model columns
+            return t.select(*s.compact_columns(s.width(t)))
+
         for b in new:
             known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
         if new:
@@ -250,7 +255,7 @@ class KafkaController:
             for b in bounced:
                 del known[b]
             table = hb.on_broker_failure(
-                table.select(*s.compact_columns(s.width(table))),
+                model(table),
                 BrokerSet.of(bounced),
                 self.ctx.view(),
                 self._unclean_column(),
@@ -259,7 +264,7 @@ class KafkaController:
             for b in bounced:
                 known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
             table = hb.on_broker_startup(
-                table.select(*s.compact_columns(s.width(table))),
+                model(table),
                 BrokerSet.of(bounced),
                 self.ctx.view(),
                 self._unclean_column(),
@@ -270,7 +275,7 @@ class KafkaController:
                 del known[b]
                 self.ctx.shutting_down.discard(b)
             table = hb.on_broker_failure(
-                table.select(*s.compact_columns(s.width(table))),
+                model(table),
                 BrokerSet.of(dead),
                 self.ctx.view(),
                 self._unclean_column(),
@@ -362,21 +367,15 @@ class KafkaController:
         return self.ctx.partitions
 
     def _unclean_column(self) -> Any:
-        enabled = {
-            n
-            for n, t in self.ctx.topics.items()
-            if t.config.get(
-                "unclean.leader.election.enable",
-                str(self.settings.unclean_leader_election_enable).lower(),
-            )
-            == "true"
-        }
-        indices = self.ctx.topic_indices(enabled)
-        return F.col(s.TOPIC_INDEX).isin(indices) if indices else F.lit(False)
+        """Per-row effective unclean.leader.election.enable: topic config over broker default."""
+        default = str(self.settings.unclean_leader_election_enable).lower()
+        key = "unclean.leader.election.enable"
+        enabled = {n for n, t in self.ctx.topics.items() if t.config.get(key, default) == "true"}
+        return in_topics(self.ctx.topic_indices(enabled))
 
     def _commit(self, table: DataFrame, label: str, extra: tuple[str, ...] = ()) -> Gauges:
         counters = tuple(c for c in (*COUNTERS, *extra) if c in table.columns)
-        previous = self.ctx._persisted
+        previous = self.ctx.committed
         gauges = self.ctx.commit(table, label, counters)
         assert self.ctx.partitions is not None
         written = write_changed_states(

@@ -24,7 +24,7 @@ from controller.handlers.brokers import (
 from spark_app.scenario.model import SparkSettings
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.generator import generate_cluster
+from statemachines.generator import SyntheticCluster, generate_cluster
 from statemachines.layout import to_compact
 from statemachines.rebalance import RATIO, imbalance_ratios
 
@@ -52,6 +52,18 @@ class GeneratedCluster(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def generate(self, spark: SparkSession, seed: int) -> SyntheticCluster:
+        """The generated cluster (lazy): Kafka's assignment drawn from ``seed``."""
+        return generate_cluster(
+            spark,
+            self.brokers,
+            self.racks,
+            self.topics,
+            self.partitions_per_topic,
+            self.replication_factor,
+            seed,
+        )
 
 
 class QuickstartConfig(BaseModel):
@@ -101,15 +113,7 @@ def leader_table(before: DataFrame, after: DataFrame) -> DataFrame:
 
 def run(spark: SparkSession, config: QuickstartConfig) -> dict[str, object]:
     c = config.cluster
-    cluster = generate_cluster(
-        spark,
-        c.brokers,
-        c.racks,
-        c.topics,
-        c.partitions_per_topic,
-        c.replication_factor,
-        config.seed,
-    )
+    cluster = c.generate(spark, config.seed)
     before = to_compact(cluster.partitions, cluster.topics, c.replication_factor).cache()
     total = before.count()  # commit point: the starting generation
     dead = BrokerSet.of(config.fail_brokers)

@@ -77,3 +77,13 @@ def replicas(w: int) -> list[Column]:
 
 def isr(w: int) -> list[Column]:
     return [F.col(s.isr_col(k)) for k in range(w)]
+
+
+def has_leadership() -> Column:
+    """The partition has a state znode (cached leadership in Kafka's terms)."""
+    return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+
+
+def in_topics(topic_indices: Sequence[int]) -> Column:
+    """The row's topic is one of ``topic_indices`` (false for none)."""
+    return F.col(s.TOPIC_INDEX).isin(list(topic_indices)) if topic_indices else F.lit(False)

@@ -11,6 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
+from statemachines.columns import has_leadership
 
 PREFERRED = "broker"
 TOTAL = "partitions"
@@ -20,8 +21,7 @@ RATIO = "imbalance_ratio"
 
 def _not_preferred() -> Column:
     preferred = F.col(s.replica_col(0))
-    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
-    return has_leadership & (F.col(s.LEADER) != preferred)
+    return has_leadership() & (F.col(s.LEADER) != preferred)
 
 
 def imbalance_ratios(partitions: DataFrame, excluded: Column | None = None) -> DataFrame:
@@ -51,7 +51,7 @@ def preferred_replica_imbalance(partitions: DataFrame, excluded: Column | None =
     head_in_isr = F.lit(False)
     for k in range(w):
         head_in_isr = head_in_isr | (F.col(s.isr_col(k)) == preferred)
-    has_leader = (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION) & (F.col(s.LEADER) != preferred)
+    has_leader = has_leadership() & (F.col(s.LEADER) != preferred)
     counted = has_leader & (~adding_head | head_in_isr)
     if excluded is not None:
         counted = counted & ~F.coalesce(excluded, F.lit(False))

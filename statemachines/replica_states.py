@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import compact, in_list
+from statemachines.columns import compact, has_leadership, in_list
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
 
@@ -147,7 +147,7 @@ def handle_state_changes(
     carried = [c for c in state_df.columns if c not in set(s.compact_columns(w)) | {ISR_WRITES}]
     df, chosen = _selected(state_df, targets, w)
     codes = [F.col(s.replica_state_col(k)) for k in range(w)]
-    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+    leadership = has_leadership()
     staged: dict[str, Column] = {}
     for k in range(w):
         present = F.col(s.replica_col(k)) != s.EMPTY_SLOT
@@ -155,7 +155,7 @@ def handle_state_changes(
         sel = chosen[k] & present
         fails = F.lit(False)
         if target_state == ReplicaState.NewReplica:
-            fails = has_leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
+            fails = leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
         staged[f"_invalid_{k}"] = sel & ~valid
         staged[f"_failed_{k}"] = sel & valid & fails
         staged[f"_apply_{k}"] = sel & valid & ~fails
@@ -171,7 +171,7 @@ def handle_state_changes(
     columns[ISR_WRITES] = F.lit(0)
 
     if target_state == ReplicaState.OfflineReplica:
-        df, changes = _remove_from_isr(df, w, apply, has_leadership)
+        df, changes = _remove_from_isr(df, w, apply, leadership)
         columns.update(changes)
     elif target_state == ReplicaState.NonExistentReplica:
         df, changes = _remove_from_assignment(df, w, apply, new_states)
@@ -198,7 +198,7 @@ def handle_state_changes(
 
 
 def _remove_from_isr(
-    df: DataFrame, w: int, apply: list[Column], has_leadership: Column
+    df: DataFrame, w: int, apply: list[Column], leadership: Column
 ) -> tuple[DataFrame, dict[str, Column]]:
     """Closed form of removing each applied replica from the ISR in ascending broker order.
 
@@ -208,7 +208,7 @@ def _remove_from_isr(
     """
     reps = [F.col(s.replica_col(k)) for k in range(w)]
     isr = [F.col(s.isr_col(k)) for k in range(w)]
-    df = df.withColumns({f"_removed_{k}": has_leadership & a for k, a in enumerate(apply)})
+    df = df.withColumns({f"_removed_{k}": leadership & a for k, a in enumerate(apply)})
     removed = [F.col(f"_removed_{k}") for k in range(w)]
 
     def is_removed(broker: Column) -> Column:

@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 from spark_app import __version__, quickstart
 from spark_app.cli import EXIT_INVALID, EXIT_OK, main
 from statemachines import reference
-from statemachines.generator import generate_cluster
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition, View
 from statemachines.replica_states import ReplicaState
@@ -86,15 +85,7 @@ def test_quickstart_matches_the_reference_sequence(spark: SparkSession, tmp_path
     result = quickstart.run(spark, config)
 
     c = config.cluster
-    cluster = generate_cluster(
-        spark,
-        c.brokers,
-        c.racks,
-        c.topics,
-        c.partitions_per_topic,
-        c.replication_factor,
-        config.seed,
-    )
+    cluster = c.generate(spark, config.seed)
     parts = {
         (r.topic, r.partition): Partition(
             r.topic, r.partition, tuple(r.replicas), tuple(r.isr), r.leader, controller_epoch=1

@@ -8,17 +8,20 @@ order of steps is kept: it decides which partitions a later step sees.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.columns import any_of
+from statemachines.columns import any_of, has_leadership, in_topics
 from statemachines.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
+    LeadershipChange,
     OfflinePartitionLeaderElectionStrategy,
 )
-from statemachines.partition_states import OUTCOME, Outcome, PartitionState
+from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
@@ -34,22 +37,27 @@ def _hosted_on(brokers: BrokerSet, w: int) -> Column:
     return any_of([brokers.contains(F.col(s.replica_col(k))) for k in range(w)])
 
 
-def _not_deleting(deleting: list[int]) -> Column:
-    return ~F.col(s.TOPIC_INDEX).isin(deleting) if deleting else F.lit(True)
+def _not_deleting(deleting: Sequence[int]) -> Column:
+    return ~in_topics(deleting)
 
 
 def trigger_online_partition_state_change(
-    partitions: DataFrame, view: ClusterView, unclean: Column, deleting: list[int]
+    partitions: DataFrame,
+    view: ClusterView,
+    unclean: Column,
+    deleting: Sequence[int],
+    scope: Column | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """§5.4: every New/Offline partition not queued for deletion → Online (offline strategy).
 
     Returns (next table, outcomes); ``unclean`` is the per-row effective unclean flag.
+    ``scope`` restricts the partitions considered (Kafka's ``triggerOnlinePartitionStateChange(t)``).
     """
     state = F.col(s.STATE_CODE)
     targets = state.isin(int(PartitionState.OfflinePartition), int(PartitionState.NewPartition))
     result = partition_changes(
         partitions.withColumn(UNCLEAN, unclean),
-        targets & _not_deleting(deleting),
+        targets & _not_deleting(deleting) & (F.lit(True) if scope is None else scope),
         PartitionState.OnlinePartition,
         view,
         OfflinePartitionLeaderElectionStrategy(unclean_column=UNCLEAN),
@@ -57,17 +65,20 @@ def trigger_online_partition_state_change(
     return result.partitions, result.outcomes
 
 
-def with_election_counters(outcomes: DataFrame) -> DataFrame:
-    """Outcome columns of an OnlinePartition transition as 0/1 counters (caller columns kept)."""
-    carried = [
-        c for c in outcomes.columns if c not in (OUTCOME, "failure", "lair_recipients", "unclean")
-    ]
-    return outcomes.select(
-        *carried,
+def election_counters() -> list[Column]:
+    """The outcome of an OnlinePartition transition as 0/1 counter columns."""
+    return [
         (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
         (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
-        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
-    )
+        F.col(LeadershipChange.UNCLEAN).cast("int").alias(UNCLEAN_ELECTED),
+    ]
+
+
+def with_election_counters(outcomes: DataFrame) -> DataFrame:
+    """``election_counters`` in place of the outcome columns (caller columns kept)."""
+    result = (OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
+    carried = [c for c in outcomes.columns if c not in result]
+    return outcomes.select(*carried, *election_counters())
 
 
 def on_broker_failure(
@@ -78,21 +89,18 @@ def on_broker_failure(
     The result carries ``elected``/``failed_election``/``unclean_elected``/``isr_shrinks`` per row.
     """
     w = s.width(partitions)
-    has_leadership = F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
     leader_offline = ~any_of(
         [(F.col(s.replica_col(k)) == F.col(s.LEADER)) & view.online(k) for k in range(w)]
     )
     offline = partition_changes(
         partitions,
-        has_leadership & leader_offline & _not_deleting(deleting),
+        has_leadership() & leader_offline & _not_deleting(deleting),
         PartitionState.OfflinePartition,
     ).partitions
     _, outcomes = trigger_online_partition_state_change(offline, view, unclean, deleting)
     counted = outcomes.select(
         *s.compact_columns(w),
-        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
-        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
-        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
+        *election_counters(),
     )
     keep = _not_deleting(deleting)
     shrunk = replica_changes(
@@ -116,9 +124,7 @@ def on_broker_startup(
     _, outcomes = trigger_online_partition_state_change(online, view, unclean, deleting)
     return outcomes.select(
         *s.compact_columns(w),
-        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
-        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
-        F.col("unclean").cast("int").alias(UNCLEAN_ELECTED),
+        *election_counters(),
         F.lit(0).alias(ISR_SHRINKS),
     )
 
@@ -137,7 +143,7 @@ def on_controlled_shutdown(
     act_on = (
         _hosted_on(me, w)
         & (F.col(s.replica_col(1)) != s.EMPTY_SLOT)
-        & (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
+        & has_leadership()
         & _not_deleting(deleting)
     )
     led = act_on & (F.col(s.LEADER) == broker)
@@ -151,8 +157,7 @@ def on_controlled_shutdown(
     counted = elected.select(
         *s.compact_columns(w),
         "_followed",
-        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
-        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
+        *election_counters(),
     )
     followed = F.col("_followed")
     shrunk = replica_changes(
@@ -163,6 +168,6 @@ def on_controlled_shutdown(
         *s.compact_columns(w),
         ELECTED,
         FAILED_ELECTION,
-        F.lit(0).alias(UNCLEAN_ELECTED),
+        UNCLEAN_ELECTED,
         F.col(ISR_WRITES).alias(ISR_SHRINKS),
     ).withColumn("remaining", remaining.cast("int"))

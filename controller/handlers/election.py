@@ -22,14 +22,14 @@ from controller.handlers.brokers import (
     FAILED_ELECTION,
     UNCLEAN,
     UNCLEAN_ELECTED,
+    election_counters,
     trigger_online_partition_state_change,
 )
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
-from statemachines.columns import in_list
+from statemachines.columns import has_leadership, in_list, in_topics
 from statemachines.election import (
     ElectionStrategy,
-    LeadershipChange,
     OfflinePartitionLeaderElectionStrategy,
     PreferredReplicaPartitionLeaderElectionStrategy,
 )
@@ -61,14 +61,6 @@ _NOT_NEEDED = "_not_needed"
 _OVER = "_over_threshold_broker"
 
 COUNTERS = (ELECTED, FAILED_ELECTION, UNCLEAN_ELECTED)
-
-
-def _deleting(deleting: Sequence[int]) -> Column:
-    return F.col(s.TOPIC_INDEX).isin(list(deleting)) if deleting else F.lit(False)
-
-
-def _has_leadership() -> Column:
-    return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
 
 
 def _with_requested(partitions: DataFrame, selection: Column | DataFrame) -> DataFrame:
@@ -105,13 +97,7 @@ def _strategy(
 
 
 def _counted(outcomes: DataFrame, w: int, *extra: Column | str) -> DataFrame:
-    return outcomes.select(
-        *s.compact_columns(w),
-        *extra,
-        (F.col(OUTCOME) == int(Outcome.LEADERSHIP_WRITTEN)).cast("int").alias(ELECTED),
-        (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(FAILED_ELECTION),
-        F.col(LeadershipChange.UNCLEAN).cast("int").alias(UNCLEAN_ELECTED),
-    )
+    return outcomes.select(*s.compact_columns(w), *extra, *election_counters())
 
 
 def on_replica_election(
@@ -144,7 +130,7 @@ def on_replica_election(
         # ``liveBrokerIds`` excludes shutting-down brokers, and is broker-level (no log dirs).
         not_needed = (leader != s.NO_LEADER) & view.live.contains(leader)
     df = _with_requested(partitions, selection).withColumns(
-        {_DELETING: _deleting(deleting), _NO_LEADERSHIP: ~_has_leadership()}
+        {_DELETING: in_topics(deleting), _NO_LEADERSHIP: ~has_leadership()}
     )
     df = df.withColumn(_NOT_NEEDED, ~F.col(_NO_LEADERSHIP) & not_needed)
     if unclean is not None:
@@ -195,7 +181,7 @@ def auto_rebalance_candidates(
     if any_reassignment_in_progress and kafka_version < (3, 4):
         # Before KAFKA-10149 (3.4) any reassignment in the cluster blocks every candidate.
         return partitions.withColumn(REBALANCE_CANDIDATE, F.lit(False))
-    excluded = _deleting(deleting)
+    excluded = in_topics(deleting)
     ratios = imbalance_ratios(partitions, excluded)
     # ratio > pct/100 as integers: exact, and the same answer as Kafka's doubles for real sizes.
     over = ratios.where(
@@ -213,7 +199,7 @@ def auto_rebalance_candidates(
     candidate = (
         F.col(_OVER).isNotNull()
         & ~excluded
-        & _has_leadership()
+        & has_leadership()
         & (F.col(s.LEADER) != preferred)
         & eligible
     )
@@ -267,23 +253,6 @@ def on_unclean_leader_election_enable(
     deletion goes Online under the offline strategy. Returns the next generation with counters.
     """
     w = s.width(partitions)
-    if topic_index is None:
-        _, outcomes = trigger_online_partition_state_change(
-            partitions, view, unclean, list(deleting)
-        )
-    else:
-        # The topic variant: same call, scoped to one topic (brokers.py has no scope argument).
-        state = F.col(s.STATE_CODE)
-        targets = (
-            state.isin(int(PartitionState.OfflinePartition), int(PartitionState.NewPartition))
-            & (F.col(s.TOPIC_INDEX) == topic_index)
-            & ~_deleting(deleting)
-        )
-        outcomes = partition_changes(
-            partitions.withColumn(UNCLEAN, unclean),
-            targets,
-            PartitionState.OnlinePartition,
-            view,
-            OfflinePartitionLeaderElectionStrategy(unclean_column=UNCLEAN),
-        ).outcomes
+    scope = None if topic_index is None else F.col(s.TOPIC_INDEX) == topic_index
+    _, outcomes = trigger_online_partition_state_change(partitions, view, unclean, deleting, scope)
     return _counted(outcomes, w)

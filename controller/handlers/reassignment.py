@@ -22,7 +22,16 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
+from statemachines.columns import (
+    any_of,
+    bit,
+    compact,
+    first_of,
+    has_leadership,
+    in_list,
+    in_topics,
+    mask_of,
+)
 from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
 from statemachines.layout import widen
 from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionState
@@ -80,10 +89,6 @@ def _being_reassigned() -> Column:
     return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)
 
 
-def _has_leadership() -> Column:
-    return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
-
-
 def list_reassignments(partitions: DataFrame) -> DataFrame:
     """``ListPartitionReassignments``: (key, replicas, adding, removing) of reassigning rows."""
     w = s.width(s.check_compact(partitions))
@@ -129,7 +134,7 @@ def validate_reassignments(
     )
     unknown = F.col("_known").isNull()
     if deleting:
-        unknown = unknown | F.col(s.TOPIC_INDEX).isin(list(deleting))
+        unknown = unknown | in_topics(deleting)
     error = F.when(
         t.isNull() & ~F.coalesce(F.col("_being"), F.lit(False)), NO_REASSIGNMENT_IN_PROGRESS
     )
@@ -316,7 +321,7 @@ def start_reassignment(
         updates["_pick"].alias("_pick"),
     )
     df = _stop_and_delete(df, w, "_pick")  # U3
-    has = _has_leadership()
+    has = has_leadership()
     complete = ~_being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
     df = _bump_epoch(df, F.col("_phase_a"), view)  # A1
@@ -343,6 +348,6 @@ def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> Dat
     s.check_compact(partitions)
     w = s.width(partitions)
     df = _with_counters(partitions.select(*s.compact_columns(w)))
-    df = df.withColumn("_phase_b", _being_reassigned() & _has_leadership() & _trs_in_isr(w))
+    df = df.withColumn("_phase_b", _being_reassigned() & has_leadership() & _trs_in_isr(w))
     df = _complete(df, w, "_phase_b", view)
     return df.select(*s.compact_columns(w), *COUNTERS)

@@ -1,0 +1,269 @@
+"""The controller-to-broker requests of one event (spec §15.1), read off its generation diff.
+
+``request_batches(diff, live_or_shutting_down, deleting_topics)`` gives one row per (broker,
+kind) with the number of partitions in that broker's request; ``request_totals`` sums them for
+the event's metrics line. Requests to brokers that are neither live nor shutting down are
+dropped, as ``sendRequestsToBrokers`` drops them.
+
+Which changes send what (a replica's move is read with the chains of ``state_change_log``: the
+shortest sequence of valid transitions from its previous to its new state):
+
+| Change in the diff | LeaderAndIsr | UpdateMetadata | StopReplica |
+|---|---|---|---|
+| leadership created (New → Online init, §5.3a, §9.1) | the new ISR | the partition | |
+| leadership record changed (election §5.3b, epoch bump §10.3 A1/B3, ISR removal §6.3) | every replica of the new assignment not in an Offline/deletion state | the partition | |
+| a replica went → OfflineReplica in a partition with leadership (§6.3; also when nothing was written) | the other replicas, as above | the partition | delete=false to that replica |
+| a replica → OnlineReplica from Offline/DeletionIneligible, or NonExistent → NewReplica (reassignment A2), in a partition that had leadership (§6.3, §8.1 step 4) | that replica | the partition | |
+| a replica → ReplicaDeletionStarted (§9.5), or removed from the assignment through it (reassignment B4/B5, §10.3) | | | delete=true to that replica |
+| deletion started: a replica → ReplicaDeletionStarted or the partition → NonExistentPartition, topic queued (§9.5 onTopicDeletion step 2) | | the partition | |
+
+LeaderAndIsr recipients exclude replicas in OfflineReplica or a deletion state: that is
+Kafka's ``assignment − {r}`` for an ISR removal, and Kafka's elections send only to online
+replicas. New → Online of a replica sends nothing (§6.3). For topics queued for deletion
+(``deleting_topics``), leadership changes send no LeaderAndIsr and no UpdateMetadata of their
+own (their only source is the ISR removal of deletion, which Kafka does not announce); the
+deletion's UpdateMetadata broadcast does. UpdateMetadata carries only partitions that have
+leadership, and goes to every live-or-shutting-down broker.
+
+Where the diff-based derivation differs from Kafka:
+
+* Kafka flushes one batch per state-machine call, so one event may send a broker several
+  requests of one kind (a deletion sends StopReplica delete=false, then delete=true). Here a
+  broker gets at most one request per kind per event; a partition in both is delete=true.
+* Same-state transitions leave no trace in a diff: the Online → Online replica re-announcement
+  at failover (§6.4), a repeated OfflineReplica. The broker-list-only UpdateMetadata of broker
+  startup/failure/metadata change (§8.1 step 2, §8.2 step g, §8.5) and the full-metadata
+  UpdateMetadata to a starting broker (§8.1 step 3) do not depend on changed partitions and
+  are not derived here.
+* Elections of the offline/preferred strategies send only to live replicas; here a replica on
+  a shutting-down broker that is not Offline gets the LeaderAndIsr too (the controlled-shutdown
+  and reassign strategies include it, as here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from controller.diff import prev
+from controller.state_change_log import (
+    SLOT_ASSIGNED,
+    SLOT_BROKER,
+    SLOT_CURRENT,
+    SLOTS,
+    check_diff,
+    partition_codes,
+    path_key,
+    replica_keys_entering,
+    slot_key,
+    with_replica_slots,
+)
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+from statemachines.columns import in_topics
+from statemachines.partition_states import PartitionState
+from statemachines.replica_states import ReplicaState
+
+LEADER_AND_ISR = "LeaderAndIsr"
+UPDATE_METADATA = "UpdateMetadata"
+STOP_REPLICA = "StopReplica"
+KINDS = (LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA)
+
+KIND = "kind"
+PARTITIONS = "partitions"
+BECOME_LEADER = "become_leader"
+BECOME_FOLLOWER = "become_follower"
+DELETES = "deletes"
+
+BATCHES_SCHEMA = StructType(
+    [
+        StructField(s.BROKER, IntegerType(), nullable=False),
+        StructField(KIND, StringType(), nullable=False),
+        StructField(PARTITIONS, LongType(), nullable=False),
+        StructField(BECOME_LEADER, LongType(), nullable=False),
+        StructField(BECOME_FOLLOWER, LongType(), nullable=False),
+        StructField(DELETES, LongType(), nullable=False),
+    ]
+)
+
+_R = ReplicaState
+# A replica here got (or gets) StopReplica, not LeaderAndIsr.
+_STOPPED = [
+    int(_R.OfflineReplica),
+    int(_R.ReplicaDeletionStarted),
+    int(_R.ReplicaDeletionSuccessful),
+    int(_R.ReplicaDeletionIneligible),
+]
+_ENTERS_OFFLINE = replica_keys_entering(_R.OfflineReplica)
+_ENTERS_DELETION = replica_keys_entering(_R.ReplicaDeletionStarted)
+# Replica transitions that send LeaderAndIsr when the partition has leadership (§6.3).
+_ANNOUNCED = [
+    path_key(a, _R.OnlineReplica) for a in (_R.OfflineReplica, _R.ReplicaDeletionIneligible)
+] + [path_key(_R.NonExistentReplica, _R.NewReplica)]
+
+
+def _leadership(zk_version: Column) -> Column:
+    return zk_version.isNotNull() & (zk_version != s.NO_ZK_VERSION)
+
+
+def _leadership_changed(w: int) -> Column:
+    same = reduce(
+        lambda acc, c: acc & F.col(c).eqNullSafe(F.col(prev(c))),
+        [s.LEADER, s.LEADER_EPOCH, s.ZK_VERSION, *(s.isr_col(k) for k in range(w))],
+        F.lit(True),
+    )
+    return ~same
+
+
+def request_batches(
+    diff: DataFrame, live_or_shutting_down: Collection[int], deleting_topics: Sequence[int] = ()
+) -> DataFrame:
+    """One row per (broker, kind) of the event's requests (``BATCHES_SCHEMA``); lazy.
+
+    ``partitions``: partitions in the broker's request; ``become_leader``/``become_follower``:
+    LeaderAndIsr partitions the broker leads / follows (0 for other kinds); ``deletes``:
+    StopReplica partitions with deletePartition=true (0 for other kinds). ``deleting_topics``
+    are the topic indices queued for deletion.
+    """
+    w = check_diff(diff)
+    live = BrokerSet.of(live_or_shutting_down)
+    if not live.ids:
+        # Every request would be dropped at send time.
+        return diff.sparkSession.createDataFrame([], BATCHES_SCHEMA)
+    has = _leadership(F.col(s.ZK_VERSION))
+    had = _leadership(F.col(prev(s.ZK_VERSION)))
+    p_before, p_after = partition_codes()
+    gone = int(PartitionState.NonExistentPartition)
+    slots = F.col(SLOTS)
+
+    def entered_offline(e: Column) -> Column:
+        return slot_key(e).isin(_ENTERS_OFFLINE)
+
+    def entered_deletion(e: Column) -> Column:
+        return slot_key(e).isin(_ENTERS_DELETION)
+
+    df = with_replica_slots(diff, w).withColumns(
+        {
+            "_has": has,
+            "_had": had,
+            "_init": has & ~had,
+            # Kafka announces the value after an ISR removal even when nothing was written.
+            "_announce": has
+            & had
+            & ~in_topics(deleting_topics)
+            & (_leadership_changed(w) | F.exists(slots, entered_offline)),
+            "_deletion_broadcast": in_topics(deleting_topics)
+            & has
+            & (F.exists(slots, entered_deletion) | ((p_after == gone) & (p_before != gone))),
+            "_isr": F.array(*(F.col(s.isr_col(k)) for k in range(w))),
+        }
+    )
+
+    def wanted(e: Column) -> Column:
+        """The replica is added to the LeaderAndIsr batch (whether or not it is reachable)."""
+        return e[SLOT_ASSIGNED] & (
+            (F.col("_init") & F.array_contains(F.col("_isr"), e[SLOT_BROKER]))
+            | (F.col("_announce") & ~e[SLOT_CURRENT].isin(_STOPPED))
+            | (F.col("_has") & F.col("_had") & slot_key(e).isin(_ANNOUNCED))
+        )
+
+    # A LeaderAndIsr added for a partition also adds it to the UpdateMetadata, whether or not
+    # the LeaderAndIsr itself reaches a live broker.
+    metadata = F.col("_has") & (
+        F.col("_announce") | F.col("_deletion_broadcast") | F.exists(slots, wanted)
+    )
+    no = F.lit(False)
+    # One entry per replica, plus one (broker null) that carries the UpdateMetadata flag: a single
+    # aggregation counts both, and the null group fans out to every broker after it.
+    entries = F.concat(
+        F.transform(
+            slots,
+            lambda e: F.struct(
+                e[SLOT_BROKER].alias(s.BROKER),
+                (wanted(e) & live.contains(e[SLOT_BROKER])).alias("lair"),
+                (e[SLOT_BROKER] == F.col(s.LEADER)).alias("leads"),
+                ((entered_offline(e) | entered_deletion(e)) & live.contains(e[SLOT_BROKER])).alias(
+                    "stop"
+                ),
+                entered_deletion(e).alias("delete"),
+                no.alias("metadata"),
+            ),
+        ),
+        F.array(
+            F.struct(
+                F.lit(None).cast("int").alias(s.BROKER),
+                no.alias("lair"),
+                no.alias("leads"),
+                no.alias("stop"),
+                no.alias("delete"),
+                metadata.alias("metadata"),
+            )
+        ),
+    )
+    sent = F.filter(entries, lambda e: e["lair"] | e["stop"] | e["metadata"])
+    counted = (
+        df.select(F.inline(sent))
+        .groupBy(s.BROKER)
+        .agg(
+            F.count_if(F.col("lair")).alias("_lair"),
+            F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
+            F.count_if(F.col("stop")).alias("_stop"),
+            F.count_if(F.col("stop") & F.col("delete")).alias("_deletes"),
+            F.count_if(F.col("metadata")).alias("_metadata"),
+        )
+    )
+    zero = F.lit(0).cast("long")
+
+    def batch(broker: Column, kind: str, n: Column, leads: Column, deletes: Column) -> Column:
+        return F.struct(
+            broker.cast("int").alias(s.BROKER),
+            F.lit(kind).alias(KIND),
+            n.alias(PARTITIONS),
+            leads.alias(BECOME_LEADER),
+            (n - leads if kind == LEADER_AND_ISR else zero).alias(BECOME_FOLLOWER),
+            deletes.alias(DELETES),
+        )
+
+    broker = F.col(s.BROKER)
+    per_broker = F.array(
+        batch(broker, LEADER_AND_ISR, F.col("_lair"), F.col("_leads"), zero),
+        batch(broker, STOP_REPLICA, F.col("_stop"), zero, F.col("_deletes")),
+    )
+    to_all = F.array(
+        *(
+            batch(F.lit(b), UPDATE_METADATA, F.col("_metadata"), zero, zero)
+            for b in sorted(live.ids)
+        )
+    )
+    rows = counted.select(F.inline(F.when(broker.isNull(), to_all).otherwise(per_broker)))
+    return rows.where(F.col(PARTITIONS) > 0)
+
+
+def request_totals(batches: DataFrame) -> dict[str, int]:
+    """The event's requests in one small collect, for its metrics line.
+
+    ``<kind>``: requests sent (one per broker row); ``<kind>_partitions``: partition entries
+    over those requests (an UpdateMetadata for n partitions to b brokers counts n·b);
+    ``StopReplica_deletes``: StopReplica entries with deletePartition=true. Every key is present.
+    """
+    rows = (
+        batches.groupBy(KIND)
+        .agg(
+            F.count("*").alias("requests"),
+            F.sum(PARTITIONS).alias(PARTITIONS),
+            F.sum(DELETES).alias(DELETES),
+        )
+        .collect()
+    )
+    totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
+    totals[f"{STOP_REPLICA}_{DELETES}"] = 0
+    for row in rows:
+        totals[row[KIND]] = int(row["requests"])
+        totals[f"{row[KIND]}_{PARTITIONS}"] = int(row[PARTITIONS])
+        if row[KIND] == STOP_REPLICA:
+            totals[f"{STOP_REPLICA}_{DELETES}"] = int(row[DELETES])
+    return totals

@@ -1,0 +1,486 @@
+"""The state-change log of an event (spec §16.2), rendered in bulk from its generation diff.
+
+``state_change_lines(diff, topics, controller_id, epoch)`` gives one row per line of Kafka's
+``state.change.logger`` for every transition the event made, as Spark Column expressions: columns
+``topic``, ``partition``, ``broker`` (null for partition lines), ``level``, ``line`` and ``step``
+(the order of the lines of one partition or replica). Every line starts with
+``[Controller id=<me> epoch=<epoch>] ``.
+
+| Level | What | Line (after the prefix) |
+|-------|------|-------------------------|
+| INFO  | → NewPartition | ``Changed partition <t-p> state from <S> to NewPartition with assigned replicas <r1,r2>`` |
+| INFO  | → OnlinePartition (init or election) | ``Changed partition <t-p> from <S> to OnlinePartition with state LeaderAndIsr(leader=<l>, leaderEpoch=<e>, isr=List(<i, j>), zkVersion=<v>)`` |
+| TRACE | → OfflinePartition, → NonExistentPartition | ``Changed partition <t-p> state from <S> to <T>`` |
+| TRACE | any replica transition | ``Changed state of replica <r> for partition <t-p> from <S> to <T>`` |
+| INFO  | ISR removal of → OfflineReplica | ``Partition <t-p> state changed to (Leader:<l>,ISR:<i,j>,LeaderEpoch:<e>,ZkVersion:<v>,ControllerEpoch:<c>) after removing replica <r> from the ISR as part of transition to OfflineReplica`` |
+
+How the diff's before/after pairs become Kafka's transitions:
+
+* A diff only sees where a partition or replica started and ended. Kafka moves through
+  intermediate states within one event (creation NonExistent → New → Online, deletion
+  Online → Offline → NonExistent, a removed replica Online → Offline → ReplicaDeletionStarted →
+  ReplicaDeletionSuccessful → NonExistent). Where the end state cannot be entered from the start
+  state directly, the lines follow the shortest chain of valid transitions (Kafka's
+  valid-previous tables, §5.1/§6.1), which is exactly the chain of those flows.
+* Replicas are matched by broker id between the previous and the new assignment (a
+  reassignment reorders positions); a replica absent on one side is NonExistentReplica there.
+* A partition that is OnlinePartition before and after logs a line only when its leader changed
+  to a broker (an election: preferred, controlled shutdown, reassign, offline). If the previous
+  leader's replica went OfflineReplica in the same event, the partition went through
+  OfflinePartition first (broker failure, §8.2), so the lines are Online → Offline, then
+  Offline → Online. An epoch bump without a new leader (ISR removal, reassignment's
+  ``updateLeaderEpoch``) or a pure ISR/zkVersion change logs no partition line, as in Kafka.
+* The ISR-removal line is logged for every replica that went OfflineReplica in a partition with
+  leadership — also when the replica was not in the ISR (Kafka logs the unchanged value then).
+
+Where this differs from Kafka's own log:
+
+* The LeaderAndIsr and ISR-removal records show the event's final leadership. Kafka renders the
+  value written at that step, so when an event writes a partition twice (election, then ISR
+  removal of another replica) its first line shows the intermediate value.
+* Same-state transitions (Online → Online replica re-announcements at failover, a repeated
+  OfflinePartition) leave no trace in a diff and are not logged; nor are the ERROR lines of
+  invalid or failed transitions, which change nothing.
+
+``StateChangeLog`` stores the lines of each event as Parquet under
+``<out>/state-change/event=<index>/`` (one dataset with an ``event`` column) and, optionally,
+appends them to ``<out>/state-change.log`` in Kafka's log4j layout.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import deque
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from enum import IntEnum
+from itertools import pairwise
+from pathlib import Path
+from typing import TypeVar
+
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from controller.diff import diff_columns, prev
+from statemachines import schemas as s
+from statemachines.columns import first_of, in_list
+from statemachines.partition_states import VALID_PREVIOUS_STATES as PARTITION_VALID_PREVIOUS
+from statemachines.partition_states import PartitionState
+from statemachines.replica_states import VALID_PREVIOUS_STATES as REPLICA_VALID_PREVIOUS
+from statemachines.replica_states import ReplicaState
+
+LEVEL = "level"
+LINE = "line"
+STEP = "step"
+EVENT = "event"
+LINE_COLUMNS = (s.TOPIC, s.PARTITION, s.BROKER, LEVEL, LINE, STEP)
+LOGGER = "state.change.logger"
+
+_P = PartitionState
+_R = ReplicaState
+S = TypeVar("S", bound=IntEnum)
+
+# ---- transitions implied by a before/after pair --------------------------------------------------
+
+_KEY_BASE = 16  # codes of both state enums are below this
+
+
+def path_key(previous: int, current: int) -> int:
+    return previous * _KEY_BASE + current
+
+
+def shortest_paths(
+    states: type[S], table: Mapping[S, frozenset[S]]
+) -> dict[tuple[S, S], tuple[S, ...]]:
+    """For every ordered pair of distinct states, the shortest chain of valid transitions.
+
+    Breadth-first over ``table`` (target -> valid previous states), successors in enum order, so
+    the chain is deterministic. Pairs with no chain are absent.
+    """
+    successors = {a: [b for b in states if a in table[b]] for a in states}
+    paths: dict[tuple[S, S], tuple[S, ...]] = {}
+    for start in states:
+        seen = {start: (start,)}
+        queue = deque([start])
+        while queue:
+            here = queue.popleft()
+            for nxt in successors[here]:
+                if nxt not in seen:
+                    seen[nxt] = (*seen[here], nxt)
+                    queue.append(nxt)
+        paths.update({(start, end): p for end, p in seen.items() if end != start})
+    return paths
+
+
+REPLICA_PATHS = shortest_paths(ReplicaState, REPLICA_VALID_PREVIOUS)
+PARTITION_PATHS = shortest_paths(PartitionState, PARTITION_VALID_PREVIOUS)
+
+# Online -> Online is no transition in a diff; these two keys stand for an election.
+ELECTION_KEY = path_key(_P.OnlinePartition, _P.OnlinePartition)
+ELECTION_VIA_OFFLINE_KEY = _KEY_BASE * _KEY_BASE
+_PARTITION_CHAINS: dict[int, tuple[PartitionState, ...]] = {
+    path_key(a, b): p for (a, b), p in PARTITION_PATHS.items()
+} | {
+    ELECTION_KEY: (_P.OnlinePartition, _P.OnlinePartition),
+    ELECTION_VIA_OFFLINE_KEY: (_P.OnlinePartition, _P.OfflinePartition, _P.OnlinePartition),
+}
+_REPLICA_CHAINS: dict[int, tuple[ReplicaState, ...]] = {
+    path_key(a, b): p for (a, b), p in REPLICA_PATHS.items()
+}
+
+
+def replica_keys_entering(*targets: ReplicaState) -> list[int]:
+    """Replica path keys whose chain enters one of ``targets`` (for ``isin`` tests)."""
+    return sorted(k for k, p in _REPLICA_CHAINS.items() if any(t in p[1:] for t in targets))
+
+
+# ---- replica slots: every replica of a diff row, matched by broker id -----------------------------
+
+SLOTS = "_replica_slots"
+SLOT_BROKER, SLOT_PREVIOUS, SLOT_CURRENT, SLOT_ASSIGNED = (
+    "broker",
+    "previous",
+    "current",
+    "assigned",
+)
+
+
+def slot_key(slot: Column) -> Column:
+    """The path key (previous, current) of a slot struct."""
+    return slot[SLOT_PREVIOUS] * _KEY_BASE + slot[SLOT_CURRENT]
+
+
+def check_diff(diff: DataFrame) -> int:
+    """The width of a generation diff; raises if a column of ``diff_columns`` is missing (no job)."""
+    w = s.width(diff)
+    missing = [c for c in diff_columns(w) if c not in diff.columns] if w else ["replica_k"]
+    if missing:
+        raise s.SchemaMismatchError(f"generation diff: missing columns {missing}")
+    return w
+
+
+def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
+    """``diff`` plus ``SLOTS``: an array with one struct per replica of the row, either side.
+
+    Each struct is (broker, previous, current, assigned): ReplicaState codes before and after,
+    NonExistentReplica where the replica is absent (a reassignment moves positions, so replicas
+    are matched by broker id); ``assigned``: the replica is in the new assignment. The new
+    assignment's replicas come first, in order, then those that left it.
+    """
+    none = F.lit(int(_R.NonExistentReplica))
+    new_reps = [F.col(s.replica_col(k)) for k in range(w)]
+    old_reps = [F.col(prev(s.replica_col(j))) for j in range(w)]
+
+    def slot(broker: Column, previous: Column, current: Column, assigned: bool) -> Column:
+        return F.struct(
+            broker.alias(SLOT_BROKER),
+            previous.cast("int").alias(SLOT_PREVIOUS),
+            current.cast("int").alias(SLOT_CURRENT),
+            F.lit(assigned).alias(SLOT_ASSIGNED),
+        )
+
+    slots = []
+    for k in range(w):
+        before = first_of(
+            [(old_reps[j] == new_reps[k], F.col(prev(s.replica_state_col(j)))) for j in range(w)]
+        )
+        present = new_reps[k].isNotNull() & (new_reps[k] != s.EMPTY_SLOT)
+        current = F.col(s.replica_state_col(k))
+        slots.append(F.when(present, slot(new_reps[k], F.coalesce(before, none), current, True)))
+    for j in range(w):
+        gone = (
+            old_reps[j].isNotNull()
+            & (old_reps[j] != s.EMPTY_SLOT)
+            & ~in_list(old_reps[j], new_reps)
+        )
+        previous = F.col(prev(s.replica_state_col(j)))
+        slots.append(F.when(gone, slot(old_reps[j], previous, none, False)))
+    return diff.withColumn(SLOTS, F.filter(F.array(*slots), lambda x: x.isNotNull()))
+
+
+def partition_codes() -> tuple[Column, Column]:
+    """(previous, current) PartitionState codes of a diff row; NonExistentPartition if absent."""
+    none = F.lit(int(_P.NonExistentPartition))
+    return (
+        F.coalesce(F.col(prev(s.STATE_CODE)).cast("int"), none),
+        F.coalesce(F.col(s.STATE_CODE).cast("int"), none),
+    )
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+_PARTITION, _REPLICA, _REMOVAL = "partition", "replica", "removal"
+_UNIT, _KIND, _KEY = "_unit", "_kind", "_key"
+_FROM, _TO, _TO_CODE = "_from", "_to", "_to_code"
+_CHAIN_SCHEMA = (
+    f"{_UNIT} string, {_KEY} int, {_KIND} string, {STEP} int, "
+    f"{_FROM} string, {_TO} string, {_TO_CODE} int"
+)
+
+
+def _chain_rows() -> list[tuple[str, int, str, int, str, str, int]]:
+    """One row per line a path key produces: partition steps, replica steps and, before a
+    replica's step into OfflineReplica, its ISR-removal line (kept only with leadership)."""
+    rows = []
+    for key, chain in sorted(_PARTITION_CHAINS.items()):
+        for i, (a, b) in enumerate(pairwise(chain)):
+            rows.append((_PARTITION, key, _PARTITION, i, a.name, b.name, int(b)))
+    for key, chain in sorted(_REPLICA_CHAINS.items()):
+        for i, (a, b) in enumerate(pairwise(chain)):
+            if b == _R.OfflineReplica:
+                rows.append((_REPLICA, key, _REMOVAL, 2 * i, a.name, b.name, int(b)))
+            rows.append((_REPLICA, key, _REPLICA, 2 * i + 1, a.name, b.name, int(b)))
+    return rows
+
+
+def _joined(values: list[Column], sep: str) -> Column:
+    present = F.filter(F.array(*values), lambda x: x != s.EMPTY_SLOT)
+    return F.array_join(present.cast("array<string>"), sep)
+
+
+def _leader_and_isr(w: int) -> Column:
+    """Kafka 2.8 ``LeaderAndIsr.toString`` of the new generation."""
+    return F.concat(
+        F.lit("LeaderAndIsr(leader="),
+        F.col(s.LEADER).cast("string"),
+        F.lit(", leaderEpoch="),
+        F.col(s.LEADER_EPOCH).cast("string"),
+        F.lit(", isr=List("),
+        _joined([F.col(s.isr_col(k)) for k in range(w)], ", "),
+        F.lit("), zkVersion="),
+        F.col(s.ZK_VERSION).cast("string"),
+        F.lit(")"),
+    )
+
+
+def _leadership_record(w: int, epoch: int) -> Column:
+    """``LeaderIsrAndControllerEpoch.toString``; Kafka pairs it with its own epoch here."""
+    return F.concat(
+        F.lit("(Leader:"),
+        F.col(s.LEADER).cast("string"),
+        F.lit(",ISR:"),
+        _joined([F.col(s.isr_col(k)) for k in range(w)], ","),
+        F.lit(",LeaderEpoch:"),
+        F.col(s.LEADER_EPOCH).cast("string"),
+        F.lit(",ZkVersion:"),
+        F.col(s.ZK_VERSION).cast("string"),
+        F.lit(f",ControllerEpoch:{epoch})"),
+    )
+
+
+def _partition_key(w: int) -> Column:
+    """The partition's path key; an election of a partition Online before and after gets a key
+    of its own (see the module docstring), and no other unchanged state gets one."""
+    before, after = partition_codes()
+    online, offline = int(_P.OnlinePartition), int(_R.OfflineReplica)
+    elected = ~F.col(s.LEADER).eqNullSafe(F.col(prev(s.LEADER))) & (F.col(s.LEADER) >= 0)
+    election = (before == online) & (after == online) & elected
+    old_leader_offline = F.exists(
+        F.col(SLOTS),
+        lambda e: (
+            (e[SLOT_BROKER] == F.col(prev(s.LEADER)))
+            & (e[SLOT_CURRENT] == offline)
+            & (e[SLOT_PREVIOUS] != offline)
+        ),
+    )
+    return (
+        F.when(election & old_leader_offline, ELECTION_VIA_OFFLINE_KEY)
+        .when(election, ELECTION_KEY)
+        .when(before != after, before * _KEY_BASE + after)
+    )
+
+
+def state_change_lines(
+    diff: DataFrame, topics: DataFrame, controller_id: int, epoch: int
+) -> DataFrame:
+    """Every state-change log line of one event (see the module docstring); lazy.
+
+    ``topics`` is (topic_index, topic) and must name every topic of the diff, including topics
+    removed by the event (an unnamed index renders as ``topic_index=<n>``). Each partition and
+    each changed replica becomes a row keyed by its (previous, current) path; a join with the
+    small table of Kafka's chains gives one row per line, rendered by one expression.
+    """
+    w = check_diff(diff)
+    names = topics.select(s.TOPIC_INDEX, s.TOPIC)
+    df = with_replica_slots(diff.join(F.broadcast(names), s.TOPIC_INDEX, "left"), w)
+    topic = F.coalesce(
+        F.col(s.TOPIC), F.concat(F.lit("topic_index="), F.col(s.TOPIC_INDEX).cast("string"))
+    )
+    changed = F.filter(F.col(SLOTS), lambda e: e[SLOT_PREVIOUS] != e[SLOT_CURRENT])
+    units = F.concat(
+        F.array(
+            F.struct(
+                F.lit(None).cast("int").alias(s.BROKER),
+                F.lit(_PARTITION).alias(_UNIT),
+                _partition_key(w).alias(_KEY),
+            )
+        ),
+        F.transform(
+            changed,
+            lambda e: F.struct(
+                e[SLOT_BROKER].alias(s.BROKER),
+                F.lit(_REPLICA).alias(_UNIT),
+                slot_key(e).alias(_KEY),
+            ),
+        ),
+    )
+    leadership = F.col(s.ZK_VERSION).isNotNull() & (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
+    per_unit = df.select(
+        topic.alias(s.TOPIC),
+        F.col(s.PARTITION),
+        F.concat(topic, F.lit("-"), F.col(s.PARTITION).cast("string")).alias("_tp"),
+        _leader_and_isr(w).alias("_lair"),
+        _leadership_record(w, epoch).alias("_record"),
+        _joined([F.col(s.replica_col(k)) for k in range(w)], ",").alias("_assigned"),
+        leadership.alias("_leadership"),
+        F.inline(units),
+    )
+    chains = F.broadcast(diff.sparkSession.createDataFrame(_chain_rows(), _CHAIN_SCHEMA))
+    steps = per_unit.join(chains, [_UNIT, _KEY]).where(
+        (F.col(_KIND) != _REMOVAL) | F.col("_leadership")
+    )
+    return steps.select(*LINE_COLUMNS[:3], *_render(controller_id, epoch))
+
+
+def _render(controller_id: int, epoch: int) -> list[Column]:
+    """(level, line, step) of a joined chain row."""
+    kind, to = F.col(_KIND), F.col(_TO_CODE)
+    tp, start, end = F.col("_tp"), F.col(_FROM), F.col(_TO)
+    prefix = F.lit(f"[Controller id={controller_id} epoch={epoch}] ")
+    broker = F.col(s.BROKER).cast("string")
+    partition = kind == _PARTITION
+    new, online = int(_P.NewPartition), int(_P.OnlinePartition)
+    level = F.when(kind == _REMOVAL, "INFO").when(partition & to.isin(new, online), "INFO")
+    line = (
+        F.when(
+            kind == _REMOVAL,
+            F.concat(
+                F.lit("Partition "),
+                tp,
+                F.lit(" state changed to "),
+                F.col("_record"),
+                F.lit(" after removing replica "),
+                broker,
+                F.lit(" from the ISR as part of transition to OfflineReplica"),
+            ),
+        )
+        .when(
+            kind == _REPLICA,
+            F.concat(
+                F.lit("Changed state of replica "),
+                broker,
+                F.lit(" for partition "),
+                tp,
+                F.lit(" from "),
+                start,
+                F.lit(" to "),
+                end,
+            ),
+        )
+        .when(
+            to == new,
+            F.concat(
+                F.lit("Changed partition "),
+                tp,
+                F.lit(" state from "),
+                start,
+                F.lit(" to NewPartition with assigned replicas "),
+                F.col("_assigned"),
+            ),
+        )
+        .when(
+            to == online,
+            F.concat(
+                F.lit("Changed partition "),
+                tp,
+                F.lit(" from "),
+                start,
+                F.lit(" to OnlinePartition with state "),
+                F.col("_lair"),
+            ),
+        )
+        .otherwise(
+            F.concat(
+                F.lit("Changed partition "), tp, F.lit(" state from "), start, F.lit(" to "), end
+            )
+        )
+    )
+    return [
+        level.otherwise("TRACE").alias(LEVEL),
+        F.concat(prefix, line).alias(LINE),
+        F.col(STEP),
+    ]
+
+
+# ---- storage -------------------------------------------------------------------------------------
+
+
+def log4j_time(epoch_ms: int) -> str:
+    """Kafka's log4j ``%d``: ``yyyy-MM-dd HH:mm:ss,SSS`` (UTC)."""
+    seconds, millis = divmod(epoch_ms, 1000)
+    t = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{t:%Y-%m-%d %H:%M:%S},{millis:03d}"
+
+
+class StateChangeLog:
+    """The state-change log of a run: Parquet per event, plus an optional log4j text file.
+
+    Parquet goes to ``out_dir/state-change/event=<index>/``; read the directory above as one
+    dataset to get an ``event`` column. Text goes to ``out_dir/state-change.log`` as
+    ``[<time>] <LEVEL> <line> (state.change.logger)``, lines ordered by topic, partition, broker
+    (partition lines first), step. Events without lines leave no directory and no text.
+
+    One Spark job per event either way. Without text, the Spark writer runs and the line count is
+    read from the written files' Parquet footers. With text, the lines are needed on the driver
+    anyway, so they are fetched once (Arrow) and both the text and the Parquet file are written
+    from that table; writing the Parquet with Spark too would recompute the lines in a second job.
+    """
+
+    def __init__(self, out_dir: Path, text: bool) -> None:
+        self.out_dir = Path(out_dir)
+        self.text = text
+
+    @property
+    def parquet_dir(self) -> Path:
+        return self.out_dir / "state-change"
+
+    @property
+    def text_path(self) -> Path:
+        return self.out_dir / "state-change.log"
+
+    def event_dir(self, event_index: int) -> Path:
+        return self.parquet_dir / f"{EVENT}={event_index}"
+
+    def append(self, lines: DataFrame, event_index: int, virtual_time_ms: int) -> int:
+        """Store one event's lines (``state_change_lines``); returns how many there were."""
+        target = self.event_dir(event_index)
+        if target.exists():
+            shutil.rmtree(target)
+        if self.text:
+            return self._append_with_text(lines, target, virtual_time_ms)
+        lines.select(*LINE_COLUMNS).write.mode("overwrite").parquet(str(target))
+        count = sum(pq.read_metadata(f).num_rows for f in target.glob("*.parquet"))
+        if count == 0:
+            shutil.rmtree(target)
+        return count
+
+    def _append_with_text(self, lines: DataFrame, target: Path, virtual_time_ms: int) -> int:
+        ordered = lines.select(*LINE_COLUMNS).orderBy(
+            F.col(s.TOPIC), F.col(s.PARTITION), F.col(s.BROKER).asc_nulls_first(), F.col(STEP)
+        )
+        table = ordered.toArrow()
+        if table.num_rows == 0:
+            return 0
+        target.mkdir(parents=True)
+        pq.write_table(table, target / "part-00000.parquet")
+        stamp = f"[{log4j_time(virtual_time_ms)}] "
+        levels = table.column(LEVEL).to_pylist()
+        texts = table.column(LINE).to_pylist()
+        self.text_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.text_path.open("a", encoding="utf-8") as out:
+            out.writelines(
+                f"{stamp}{level} {text} ({LOGGER})\n"
+                for level, text in zip(levels, texts, strict=True)
+            )
+        return table.num_rows

@@ -13,14 +13,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
+from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.columns import has_leadership, in_topics
+from statemachines.columns import any_of, has_leadership, in_list, in_topics
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
+from statemachines.replica_states import ReplicaState
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +49,25 @@ class TopicEntry:
 
 @dataclass(frozen=True)
 class Gauges:
-    """The controller gauges of spec §16.1 computed over one generation."""
+    """The controller gauges of spec §16.1 computed over one generation.
+
+    ``under_replicated_partitions`` is the cluster-wide sum of Kafka's broker gauge (led
+    partitions whose ISR is smaller than the replica set without adding replicas);
+    ``lagging_followers`` counts partitions with a live follower outside the ISR, which the
+    emulated brokers bring back (``emulation.catch_up_ms``).
+    """
 
     global_partition_count: int
     offline_partitions_count: int
     preferred_replica_imbalance_count: int
     global_topic_count: int
+    topics_to_delete_count: int = 0
+    replicas_to_delete_count: int = 0
+    topics_ineligible_to_delete_count: int = 0
+    replicas_ineligible_to_delete_count: int = 0
+    under_replicated_partitions: int = 0
+    reassigning_partitions: int = 0
+    lagging_followers: int = 0
     counters: dict[str, int] = field(default_factory=dict)
 
 
@@ -62,14 +78,19 @@ class ControllerContext:
         self,
         spark: SparkSession,
         checkpoint_interval: int = 20,
+        delete_topic_enable: bool = True,
     ) -> None:
         self.spark = spark
+        self.delete_topic_enable = delete_topic_enable
         self.epoch = 0
         self.epoch_zk_version = 0
         self.live_brokers: dict[int, LiveBroker] = {}
         self.shutting_down: set[int] = set()
+        # Brokers whose (single, emulated) log directory failed: their replicas are not online
+        # until the broker registers again (spec §8.6).
+        self.offline_dir_brokers: set[int] = set()
         self.topics: dict[str, TopicEntry] = {}
-        self.topics_queued_for_deletion: set[str] = set()
+        self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
         self.partitions: DataFrame | None = None
         self._persisted: DataFrame | None = None
         self.generation = 0
@@ -87,13 +108,21 @@ class ControllerContext:
         return BrokerSet.of(set(self.live_brokers) - self.shutting_down)
 
     @property
+    def deleting(self) -> list[int]:
+        """Indices of the topics queued for deletion."""
+        return sorted(self.deletion.topics_to_be_deleted) if self.deletion.enabled else []
+
+    @property
     def live_or_shutting_down_ids(self) -> BrokerSet:
         return BrokerSet.of(self.live_brokers)
 
     def view(self) -> ClusterView:
+        # Replicas on a failed log directory are never online (§8.6); with one directory per
+        # emulated broker that is every replica of the broker, which stays registered.
+        offline_dirs = self.offline_dir_brokers
         return ClusterView(
-            live=self.live_broker_ids,
-            shutting_down=BrokerSet.of(self.shutting_down & set(self.live_brokers)),
+            live=BrokerSet.of(set(self.live_brokers) - self.shutting_down - offline_dirs),
+            shutting_down=BrokerSet.of(self.shutting_down & set(self.live_brokers) - offline_dirs),
             controller_epoch=self.epoch,
         )
 
@@ -116,6 +145,13 @@ class ControllerContext:
     def topic_indices(self, names: set[str]) -> list[int]:
         return sorted(self.topics[n].index for n in names if n in self.topics)
 
+    def topic_names(self, indices: set[int]) -> list[str]:
+        return sorted(t.name for t in self.topics.values() if t.index in indices)
+
+    def remove_topics(self, names: set[str]) -> None:
+        for n in names:
+            self.topics.pop(n, None)
+
     # -- generations ---------------------------------------------------------------------------
     def commit(
         self, new_partitions: DataFrame, label: str = "", counters: Sequence[str] = ()
@@ -136,15 +172,20 @@ class ControllerContext:
         table = table.localCheckpoint(eager=False)
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
-        deleting = self.topic_indices(self.topics_queued_for_deletion)
+        deleting = self.deleting
         excluded = in_topics(deleting) if deleting else None
         offline = F.col(s.STATE_CODE) == int(PartitionState.OfflinePartition)
-        if excluded is not None:
-            offline = offline & ~excluded
+        started = sorted(self.deletion.topics_with_deletion_started)
+        if started:  # §16.1: not counted once the topic's deletion has started
+            offline = offline & ~in_topics(started)
         row = table.agg(
             F.sum(has_leadership().cast("long")).alias("with_leadership"),
             F.sum(offline.cast("long")).alias("offline"),
             preferred_replica_imbalance(table, excluded).alias("imbalance"),
+            F.sum(_under_replicated(w).cast("long")).alias("urp"),
+            F.sum(_lagging(w, self.view()).cast("long")).alias("lagging"),
+            F.sum(being_reassigned().cast("long")).alias("reassigning"),
+            *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
             *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
         ).first()
         assert row is not None
@@ -155,6 +196,13 @@ class ControllerContext:
             offline_partitions_count=int(row["offline"] or 0),
             preferred_replica_imbalance_count=int(row["imbalance"] or 0),
             global_topic_count=len(self.topics),
+            topics_to_delete_count=len(deleting),
+            replicas_to_delete_count=int(row["ReplicasToDeleteCount"] or 0),
+            topics_ineligible_to_delete_count=len(self.deletion.topics_ineligible_for_deletion),
+            replicas_ineligible_to_delete_count=int(row["ReplicasIneligibleToDeleteCount"] or 0),
+            under_replicated_partitions=int(row["urp"] or 0),
+            reassigning_partitions=int(row["reassigning"] or 0),
+            lagging_followers=int(row["lagging"] or 0),
             counters={c: int(row[c] or 0) for c in counters},
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, gauges)
@@ -162,4 +210,39 @@ class ControllerContext:
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""
-        self.__init__(self.spark, self.checkpoint_interval)  # type: ignore[misc]
+        self.__init__(self.spark, self.checkpoint_interval, self.delete_topic_enable)  # type: ignore[misc]
+
+
+def _in_isr(k: int, w: int) -> Column:
+    return in_list(F.col(s.replica_col(k)), [F.col(s.isr_col(j)) for j in range(w)])
+
+
+def _under_replicated(w: int) -> Column:
+    """Kafka's UnderReplicatedPartitions for a led partition: |ISR| < |replicas − adding|."""
+    adding = F.col(s.ADDING_MASK)
+    missing = [
+        (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
+        & (adding.bitwiseAND(F.lit(1 << k)) == 0)
+        & ~_in_isr(k, w)
+        for k in range(w)
+    ]
+    return has_leadership() & (F.col(s.LEADER) >= 0) & any_of(missing)
+
+
+def lagging_positions(w: int, view: ClusterView) -> list[Column]:
+    """Per position: a live follower in an online state outside the ISR (it will catch up)."""
+    return [
+        view.online_or_shutting_down(k)
+        & (F.col(s.replica_col(k)) != F.col(s.LEADER))
+        & F.col(s.replica_state_col(k)).isin(
+            int(ReplicaState.NewReplica), int(ReplicaState.OnlineReplica)
+        )
+        & ~_in_isr(k, w)
+        for k in range(w)
+    ]
+
+
+def _lagging(w: int, view: ClusterView) -> Column:
+    """A partition led by a live broker with a lagging follower."""
+    leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
+    return has_leadership() & leader_live & any_of(lagging_positions(w, view))

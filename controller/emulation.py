@@ -1,10 +1,17 @@
-"""Emulated brokers around the controller: registration, crashes, controlled shutdown.
+"""Emulated brokers around the controller: registration, crashes, controlled shutdown, ISR.
 
 An ``EmulatedCluster`` owns one ZooKeeper session per broker (in-memory by default) and one
 ``KafkaController`` module per broker. A crash expires the broker's session, so its ephemeral
 ``/brokers/ids/<id>`` (and ``/controller``, if it held it) vanish and the watches fire exactly as
 on a real ensemble. ``drain`` delivers watches and runs every controller's queue until nothing
 is left, deterministically, on the calling thread.
+
+Followers catch up: when a committed generation has live followers outside the ISR
+(``Gauges.lagging_followers``), their leaders add them back ``catch_up_ms`` later through the
+normal ISR-change path — an AlterIsr request per leader (IBP >= 2.7-IV2), or the leader's own
+state-znode write plus ``/isr_change_notification`` (older IBPs). A follower that starts lagging
+while a catch-up is pending rejoins with that catch-up; ``catch_up_ms`` 0 is exact and a value
+past the end of the run keeps lagging replicas out of the ISR.
 """
 
 from __future__ import annotations
@@ -14,14 +21,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from controller import events as ev
+from controller.context import lagging_positions
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
+from controller.state_change_log import EventStateChangeLog
 from controller.timer import Timer, VirtualClock
+from controller.zk import admin_zk_client as admin
+from controller.zk.ensemble import Ensemble, MemoryEnsemble
 from controller.zk.kafka_zk_client import create_persistent_paths, register_broker
 from controller.zk.memory import InMemoryZooKeeper
+from controller.zk.partition_store import STATE_COLUMNS, PartitionStateStore
+from controller.zk.paths import PartitionStateZNode
 from controller.zk.protocol import ZkClient
+from statemachines import schemas as s
+from statemachines.columns import has_leadership
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +60,56 @@ class EmulatedCluster:
     """Brokers, their controller modules, one ZooKeeper, one virtual clock."""
 
     spark: SparkSession
-    store: InMemoryZooKeeper
+    store: InMemoryZooKeeper | Ensemble  # an in-memory store is wrapped in a MemoryEnsemble
     settings: ControllerSettings = field(default_factory=ControllerSettings)
     on_event: Callable[[EventRecord], None] | None = None
-    topic_unclean: Callable[[str], bool] | None = None
     clock: VirtualClock = field(default_factory=VirtualClock)
     brokers: dict[int, EmulatedBroker] = field(default_factory=dict)
+    catch_up_ms: int = 0
+    alter_isr: bool = True  # inter.broker.protocol.version >= 2.7-IV2
+    state_change_log: EventStateChangeLog | None = None
 
     def __post_init__(self) -> None:
         self.timer = Timer(self.clock)
+        self.zookeeper: Ensemble = (
+            MemoryEnsemble(self.store) if isinstance(self.store, InMemoryZooKeeper) else self.store
+        )
+        self.admin = self.zookeeper.client()
+        self._catch_up_at: set[int] = set()
+        self._catch_up_due = False
+        self.failed_log_dirs: set[int] = set()  # brokers whose log directory failed
+
+    def _observe(self, record: EventRecord) -> None:
+        """Every processed event: schedule the followers' catch-up when some lag."""
+        if self.on_event is not None:
+            self.on_event(record)
+        if record.commits and record.event in ("Startup", "Reelect", "RegisterBrokerAndReelect"):
+            # A new controller learns offline log dirs from LeaderAndIsr responses
+            # (KAFKA_STORAGE_ERROR); the brokers tell it through their notification.
+            for b in sorted(self.failed_log_dirs):
+                self.log_dir_failure(b)
+        if record.gauges is None or record.gauges.lagging_followers == 0:
+            return
+        if self.catch_up_ms == 0:
+            self._catch_up_due = True
+            return
+        at = self.clock.now_ms() + self.catch_up_ms
+        if at not in self._catch_up_at:
+            self._catch_up_at.add(at)
+            self.timer.schedule_at(at, lambda: self._fire_catch_up(at))
+
+    def _fire_catch_up(self, at: int) -> None:
+        self._catch_up_at.discard(at)
+        self.catch_up()
 
     # -- brokers -------------------------------------------------------------------------------
     def add_broker(self, broker_id: int, rack: str | None = None) -> EmulatedBroker:
         """A broker process (not yet registered): its ZooKeeper session and controller module."""
-        zk = self.store.client()
-        zk.start()
+        zk = self.zookeeper.client()
         create_persistent_paths(zk)
         controller = KafkaController(
             broker_id, zk, self.spark, self.clock, self.timer, self.settings,
-            self.on_event, self.topic_unclean,
+            self._observe, self.state_change_log,
         )  # fmt: skip
         broker = EmulatedBroker(broker_id, rack, zk, controller)
         self.brokers[broker_id] = broker
@@ -71,6 +118,7 @@ class EmulatedCluster:
     def start_broker(self, broker_id: int, start_controller: bool = True) -> None:
         """Register ``/brokers/ids/<id>`` (a new broker epoch) and start its controller module."""
         broker = self.brokers[broker_id]
+        self.failed_log_dirs.discard(broker_id)
         if not broker.alive:  # a restart is a new process with a new session
             broker = self.add_broker(broker_id, broker.rack)
         broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
@@ -81,21 +129,21 @@ class EmulatedCluster:
     def crash(self, broker_id: int) -> None:
         """A hard failure: the session expires, the broker's ephemerals vanish."""
         broker = self.brokers[broker_id]
-        session = broker.zk.client_id
-        assert session is not None
+        if not broker.alive:  # already down (e.g. it finished a controlled shutdown)
+            return
         broker.controller.events.clear_and_put(ev.Expire())
         broker.controller.events.run_until_idle()
         broker.alive = broker.registered = False
-        self.store.expire_session(session[0], reconnect=False)
+        self.zookeeper.expire_session(broker.zk, reconnect=False)
 
     def expire_session(self, broker_id: int) -> None:
         """ZooKeeper session expiry (spec §3.6): Expire, then re-register and RegisterBrokerAndReelect."""
         broker = self.brokers[broker_id]
-        session = broker.zk.client_id
-        assert session is not None
+        if not broker.alive:
+            return
         broker.controller.events.clear_and_put(ev.Expire())
         self.drain()
-        self.store.expire_session(session[0], reconnect=True)
+        broker.zk = self.zookeeper.expire_session(broker.zk, reconnect=True)
         broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
         broker.controller.events.put(ev.RegisterBrokerAndReelect())
 
@@ -131,14 +179,102 @@ class EmulatedCluster:
         return next((b.controller for b in self.running() if b.controller.is_active), None)
 
     def drain(self, max_rounds: int = 1000) -> None:
-        """Deliver watches and run every controller's queued events until all are idle."""
+        """Deliver watches and run every controller's queued events until all are idle
+        (followers due to catch up now do so, which may queue more events)."""
         for _ in range(max_rounds):
-            self.store.wait_idle()
+            self.zookeeper.wait_idle()
             ran = sum(b.controller.events.run_until_idle() for b in self.running())
-            self.store.wait_idle()
+            self.zookeeper.wait_idle()
             if ran == 0 and all(b.controller.events.queue_size == 0 for b in self.running()):
-                return
+                if not self._catch_up_due:
+                    return
+                self._catch_up_due = False
+                self.catch_up()
         raise RuntimeError("the controllers did not settle")
+
+    # -- what partition leaders do -------------------------------------------------------------
+    def isr_change(self, topic: str, partition: int, isr: list[int]) -> None:
+        """The leader of ``topic-partition`` changes its ISR (§12.4 / §12.5)."""
+        path = PartitionStateZNode.path(topic, partition)
+        data, stat = self.admin.get(path)
+        state = PartitionStateZNode.decode(data, path)
+        leader = self.brokers.get(state.leader)
+        if leader is None or not leader.alive:
+            log.warning(
+                "isr_change for %s-%d: leader %d is not running", topic, partition, state.leader
+            )
+            return
+        if self.alter_isr:
+            item = ev.AlterIsrItem(state.leader_epoch, tuple(isr), stat.version)
+            self._send_alter_isr(state.leader, {ev.TopicPartition(topic, partition): item})
+        else:
+            admin.update_leader_and_isr(leader.zk, topic, partition, isr)
+            admin.propagate_isr_changes(leader.zk, [(topic, partition)])
+
+    def _send_alter_isr(self, leader: int, items: dict[ev.TopicPartition, ev.AlterIsrItem]) -> None:
+        active = self.active_controller()
+        if active is not None:
+            epoch = self.brokers[leader].epoch
+            active.events.put(ev.AlterIsrReceived(leader, epoch, items))
+
+    def catch_up(self) -> None:
+        """Every lagging live follower rejoins its leader's ISR (appended, in replica order)."""
+        active = self.active_controller()
+        if active is None or active.ctx.partitions is None:
+            return
+        ctx = active.ctx
+        table, view = ctx.partitions, ctx.view()
+        w = s.width(table)
+        lagging = lagging_positions(w, view)
+        isr = F.array_compact(
+            F.array(
+                *[
+                    F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k)))
+                    for k in range(w)
+                ]
+            )
+        )
+        joining = F.array_compact(
+            F.array(*[F.when(lag, F.col(s.replica_col(k))) for k, lag in enumerate(lagging)])
+        )
+        leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
+        rows = (
+            table.where(has_leadership() & leader_live & (F.size(joining) > 0))
+            .join(F.broadcast(ctx.topics_frame()), s.TOPIC_INDEX)
+            .select(
+                s.TOPIC,
+                s.PARTITION,
+                s.LEADER,
+                s.LEADER_EPOCH,
+                F.concat(isr, joining).alias(s.ISR),
+                s.CONTROLLER_EPOCH,
+                s.ZK_VERSION,
+            )
+        )
+        if self.alter_isr:
+            by_leader: dict[int, dict[ev.TopicPartition, ev.AlterIsrItem]] = {}
+            for r in rows.collect():
+                item = ev.AlterIsrItem(r[s.LEADER_EPOCH], tuple(r[s.ISR]), r[s.ZK_VERSION])
+                by_leader.setdefault(r[s.LEADER], {})[
+                    ev.TopicPartition(r[s.TOPIC], r[s.PARTITION])
+                ] = item
+            for leader, items in sorted(by_leader.items()):
+                self._send_alter_isr(leader, items)
+            return
+        rows = rows.localCheckpoint()
+        PartitionStateStore(self.admin).write_states(
+            rows.select(*STATE_COLUMNS), ctx.epoch_zk_version
+        )
+        keys = [(r[0], r[1]) for r in rows.select(s.TOPIC, s.PARTITION).collect()]
+        admin.propagate_isr_changes(self.admin, keys)
+
+    def log_dir_failure(self, broker_id: int) -> None:
+        """The broker's (single) log directory fails; it tells the controller through ZooKeeper.
+        The directory stays failed until the broker restarts."""
+        broker = self.brokers[broker_id]
+        if broker.alive and broker.registered:
+            self.failed_log_dirs.add(broker_id)
+            admin.notify_log_dir_failure(broker.zk, broker_id)
 
     def advance_to(self, at_ms: int) -> None:
         """Move virtual time, firing periodic tasks (and draining after each)."""

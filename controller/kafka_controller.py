@@ -23,11 +23,17 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.context import ControllerContext, Gauges, LiveBroker
+from controller.diff import generation_diff
 from controller.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
+from controller.isr_events import IsrEvents
+from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
+from controller.requests import request_batches, request_totals
+from controller.state_change_log import EventStateChangeLog, state_change_lines
 from controller.state_writer import write_changed_states
 from controller.timer import Clock, Timer
+from controller.topic_events import TopicEvents
 from controller.zk.bootstrap import read_cluster
 from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import Delete, FencedWriter
@@ -37,7 +43,7 @@ from controller.zk.kafka_zk_client import (
     register_controller_and_increment_controller_epoch,
 )
 from controller.zk.partition_store import PartitionStateStore
-from controller.zk.paths import ControllerZNode
+from controller.zk.paths import DELETE_TOPICS, ControllerZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
@@ -52,8 +58,13 @@ COUNTERS = (hb.ELECTED, hb.FAILED_ELECTION, hb.UNCLEAN_ELECTED, hb.ISR_SHRINKS)
 FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
 
 
-class KafkaController:
-    """The controller module of broker ``broker_id`` (see the module docstring)."""
+class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
+    """The controller module of broker ``broker_id`` (see the module docstring).
+
+    Topic, reassignment and ISR/log-dir events live in their mixins (``controller.topic_events``,
+    ``reassignment_events``, ``isr_events``); this class owns the lifecycle, brokers, elections
+    and the commit point.
+    """
 
     def __init__(
         self,
@@ -64,7 +75,7 @@ class KafkaController:
         timer: Timer,
         settings: ControllerSettings | None = None,
         on_event: Callable[[EventRecord], None] | None = None,
-        topic_unclean: Callable[[str], bool] | None = None,
+        state_change_log: EventStateChangeLog | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -73,13 +84,14 @@ class KafkaController:
         self.timer = timer
         self.settings = settings or ControllerSettings()
         self.on_event = on_event or (lambda record: None)
-        self.topic_unclean = topic_unclean or (lambda topic: False)
-        self.ctx = ControllerContext(spark)
+        self.state_change_log = state_change_log
+        self.ctx = ControllerContext(spark, delete_topic_enable=self.settings.delete_topic_enable)
         self.store = PartitionStateStore(zk)
         self.events = ControllerEventManager(self, clock, controller_id=broker_id)
         self.active_controller_id = -1
         self._rebalance_task: Any = None
         self._record: EventRecord | None = None
+        self.last_gauges: Gauges | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -110,6 +122,9 @@ class KafkaController:
             record.failed = f"{type(err).__name__}: {err}"
         finally:
             record.processing_ms = (time.perf_counter() - started) * 1000
+            queue_time = self.events.metrics.event_queue_time_ms
+            record.queue_time_ms = int(queue_time.recent[-1]) if queue_time.recent else 0
+            record.queue_size = self.events.queue_size
             self._record = None
             self.on_event(record)
 
@@ -168,6 +183,7 @@ class KafkaController:
             self._rebalance_task.cancel()
             self._rebalance_task = None
         self.ctx.reset()
+        self.last_gauges = None
 
     def trigger_controller_move(self) -> None:
         self.active_controller_id = get_controller_id(self.zk)
@@ -196,10 +212,15 @@ class KafkaController:
             F.collect_set(s.TOPIC).alias("topics"),
         ).first()
         assert stats is not None
+        counts = dict(partitions.groupBy(s.TOPIC).count().collect() if stats["topics"] else [])
         for name in sorted(stats["topics"] or []):
-            self.ctx.add_topic(
-                name, 0, {"unclean.leader.election.enable": str(self.topic_unclean(name)).lower()}
-            )
+            self.ctx.add_topic(name, int(counts.get(name, 0)))
+        self.load_topic_configs()
+        self.register_topic_watches()
+        self.register_isr_watches()
+        queued = set(self.zk.get_children(DELETE_TOPICS)) & set(self.ctx.topics)
+        if queued and self.ctx.deletion.enabled:
+            self.ctx.deletion.topics_to_be_deleted |= set(self.ctx.topic_indices(queued))
         width = max(1, int(stats["w"] or 1))
         compact = to_compact(partitions, self.ctx.topics_frame(), width)
         view = self.ctx.view()
@@ -222,9 +243,14 @@ class KafkaController:
         ).outcomes.withColumnRenamed(ISR_WRITES, hb.ISR_SHRINKS)
         # §5.4: partition state machine startup, then triggerOnlinePartitionStateChange.
         _, outcomes = hb.trigger_online_partition_state_change(
-            shrunk, view, self._unclean_column(), deleting=[]
+            shrunk, view, self._unclean_column(), deleting=self.ctx.deleting
         )
         self._commit(hb.with_election_counters(outcomes), "failover")
+        self.resume_reassignments()
+        if self.ctx.deletion.topics_to_be_deleted:  # tryTopicDeletion
+            self.apply_deletion_step(
+                self.ctx.deletion.resume_deletions(self._table(), self.ctx.view()), "failover"
+            )
         if self.settings.auto_leader_rebalance_enable:
             self._schedule_auto_rebalance(FIRST_AUTO_REBALANCE_DELAY_MS)
 
@@ -240,11 +266,13 @@ class KafkaController:
             b for b in set(registered) & set(known) if registered[b].epoch > known[b].epoch
         )
         table = self._table()
-        deleting = self.ctx.topic_indices(self.ctx.topics_queued_for_deletion)
+        deleting = self.ctx.deleting
 
         def model(t: DataFrame) -> DataFrame:  # the next phase starts from the model columns
             return t.select(*s.compact_columns(s.width(t)))
 
+        # A broker that registers again has its log directories back (§8.6).
+        self.ctx.offline_dir_brokers -= set(new) | set(bounced)
         for b in new:
             known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
         if new:
@@ -283,6 +311,22 @@ class KafkaController:
             )
         if new or bounced or dead:
             self._commit(table, "BrokerChange")
+        deletion = self.ctx.deletion
+        if dead and deletion.topics_to_be_deleted:  # onReplicasBecomeOffline: failReplicaDeletion
+            gone = BrokerSet.of(dead)
+            self.apply_deletion_step(
+                deletion.fail_replica_deletion(
+                    self._table(), lambda b, _k: gone.contains(b), self.ctx.view()
+                ),
+                "BrokerChange",
+            )
+        if (new or bounced) and deletion.topics_to_be_deleted:  # resumeDeletionForTopics
+            self.apply_deletion_step(
+                deletion.on_brokers_started(
+                    self._table(), BrokerSet.of([*new, *bounced]), self.ctx.view()
+                ),
+                "BrokerChange",
+            )
 
     def process_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
         reply = event.callback or (lambda *a: None)
@@ -297,7 +341,7 @@ class KafkaController:
             reply("STALE_BROKER_EPOCH")
             return
         self.ctx.shutting_down.add(event.broker_id)
-        deleting = self.ctx.topic_indices(self.ctx.topics_queued_for_deletion)
+        deleting = self.ctx.deleting
         table = hb.on_controlled_shutdown(self._table(), event.broker_id, self.ctx.view(), deleting)
         gauges = self._commit(table, "ControlledShutdown", extra=("remaining",))
         reply("NONE", gauges.counters.get("remaining", 0))
@@ -325,7 +369,7 @@ class KafkaController:
             event.election_type,
             event.election_trigger,
             self.ctx.view(),
-            self.ctx.topic_indices(self.ctx.topics_queued_for_deletion),
+            self.ctx.deleting,
             self._unclean_column(),
             self.settings.kafka_version,
         )
@@ -350,7 +394,7 @@ class KafkaController:
                 self._table(),
                 self.ctx.view(),
                 self.settings.leader_imbalance_per_broker_percentage,
-                self.ctx.topic_indices(self.ctx.topics_queued_for_deletion),
+                self.ctx.deleting,
                 False,
                 self.settings.kafka_version,
             )
@@ -373,23 +417,47 @@ class KafkaController:
         enabled = {n for n, t in self.ctx.topics.items() if t.config.get(key, default) == "true"}
         return in_topics(self.ctx.topic_indices(enabled))
 
-    def _commit(self, table: DataFrame, label: str, extra: tuple[str, ...] = ()) -> Gauges:
-        counters = tuple(c for c in (*COUNTERS, *extra) if c in table.columns)
+    def _commit(
+        self, table: DataFrame, label: str, extra: tuple[str, ...] = (), write_zk: bool = True
+    ) -> Gauges:
+        """Commit the next generation, mirror its changed states into ZooKeeper (unless they
+        came from there), keep the topic znodes in step, and add to the event's record."""
+        counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
         previous = self.ctx.committed
+        topics = self.ctx.topics_frame()  # before any completed deletion drops names
         gauges = self.ctx.commit(table, label, counters)
         assert self.ctx.partitions is not None
-        written = write_changed_states(
-            self.store,
-            self.ctx.topics_frame(),
-            previous,
-            self.ctx.partitions,
-            self.ctx.epoch_zk_version,
-        )
+        written, requests = 0, {}
+        if previous is not None:
+            # One job finds what the event changed; ZooKeeper writes, broker requests and the
+            # state-change log are all read off that small frame.
+            diff = generation_diff(previous, self.ctx.partitions).localCheckpoint()
+            if write_zk:
+                written = write_changed_states(self.store, topics, diff, self.ctx.epoch_zk_version)
+            view = self.ctx.view()
+            batches = request_batches(diff, view.live_or_shutting_down.ids, self.ctx.deleting)
+            requests = request_totals(batches)
+            if self.state_change_log is not None:
+                lines = state_change_lines(diff, topics, self.broker_id, self.ctx.epoch)
+                self.state_change_log.append(lines, self.clock.now_ms())
+        committed = self.ctx.committed
+        assert committed is not None
+        self.after_reassignment_commit(committed, gauges.counters)
+        self.last_gauges = gauges
         if self._record is not None:
-            self._record.counters = dict(gauges.counters)
-            self._record.gauges = gauges
-            self._record.zk_writes = written
+            record = self._record
+            for name, value in gauges.counters.items():
+                record.counters[name] = record.counters.get(name, 0) + value
+            record.gauges = gauges
+            record.zk_writes += written
+            record.commits += 1
+            for kind, n in requests.items():
+                record.requests[kind] = record.requests.get(kind, 0) + n
         return gauges
+
+    def reassigning_partitions(self) -> int:
+        """Partitions with a reassignment in flight, as of the last commit."""
+        return self.last_gauges.reassigning_partitions if self.last_gauges is not None else 0
 
 
 def _snake(name: str) -> str:

@@ -12,6 +12,7 @@ class ControllerSettings:
     """The Kafka configuration keys the controller reads (spec §17), with Kafka's defaults."""
 
     auto_leader_rebalance_enable: bool = True
+    delete_topic_enable: bool = True
     leader_imbalance_per_broker_percentage: int = 10
     leader_imbalance_check_interval_seconds: int = 300
     unclean_leader_election_enable: bool = False
@@ -27,8 +28,11 @@ class EventRecord:
     state: str
     at_ms: int = 0
     queue_time_ms: int = 0
+    queue_size: int = 0  # EventQueueSize after the event
     processing_ms: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
     gauges: Gauges | None = None
     zk_writes: int = 0
+    commits: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
     failed: str | None = None

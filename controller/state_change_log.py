@@ -484,3 +484,18 @@ class StateChangeLog:
                 for level, text in zip(levels, texts, strict=True)
             )
         return table.num_rows
+
+
+class EventStateChangeLog:
+    """A run's state-change log written commit by commit (indices in commit order)."""
+
+    def __init__(self, log: StateChangeLog) -> None:
+        self.log = log
+        self.commits = 0
+        self.lines = 0
+
+    def append(self, lines: DataFrame, virtual_time_ms: int) -> int:
+        n = self.log.append(lines, self.commits, virtual_time_ms)
+        self.commits += 1
+        self.lines += n
+        return n

@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--out", help="output directory (default out/<name>)")
     run.add_argument("--master", help="Spark master URL (overrides the file)")
+    run.add_argument(
+        "--zk",
+        help="ZooKeeper: 'emulated' or Kafka's zookeeper.connect 'host:port[/chroot]' "
+        "(overrides the file)",
+    )
     return parser
 
 
@@ -80,16 +85,20 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         scenario = load_scenario(args.scenario)
-        runner.check_supported(scenario)
     except ScenarioError as err:
         print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
         return EXIT_INVALID
-    except (OSError, runner.UnsupportedScenarioError) as err:
+    except OSError as err:
         print(f"kce: {args.scenario}: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        ensemble = runner.open_zookeeper(scenario, args.zk)
+    except runner.ZooKeeperUnavailableError as err:
+        print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
     spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     out = Path(args.out) if args.out else Path("out") / scenario.name
-    summary = runner.run(spark, scenario, out)
+    summary = runner.run(spark, scenario, out, ensemble)
     print(json.dumps(summary, indent=2))
     return EXIT_OK
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import random
+import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -20,48 +23,50 @@ from pyspark.sql import SparkSession
 
 from controller import events as ev
 from controller.emulation import EmulatedCluster
+from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
-from controller.zk import InMemoryZooKeeper
+from controller.state_change_log import EventStateChangeLog, StateChangeLog
+from controller.zk import admin_zk_client as admin
 from controller.zk.bootstrap import bootstrap_cluster
+from controller.zk.ensemble import Ensemble, open_ensemble
+from controller.zk.kafka_zk_client import get_all_brokers
 from spark_app.cluster_builder import initial_partitions
 from spark_app.scenario import Scenario
 from spark_app.scenario import events as se
 from statemachines import schemas as s
+from statemachines.assignment import BrokerMetadata, assign_replicas_to_brokers
 from statemachines.layout import to_public_partitions, to_public_replicas
 
 log = logging.getLogger(__name__)
 
 FINAL_STATE_MAX_PARTITIONS = 100_000
-SUPPORTED = (
-    se.BrokerFailure,
-    se.BrokerStartup,
-    se.ControlledShutdown,
-    se.ElectLeaders,
-    se.ZkSessionExpiry,
-)
+STATE_CHANGE_TEXT_MAX_PARTITIONS = 10_000
 
 
-class UnsupportedScenarioError(ValueError):
-    """The scenario uses an event the emulation does not run yet."""
+class ZooKeeperUnavailableError(ValueError):
+    """The scenario's (or ``--zk``'s) ZooKeeper cannot be used."""
 
 
-def check_supported(scenario: Scenario) -> None:
-    unsupported = sorted({e.type for e in scenario.events if not isinstance(e, SUPPORTED)})
-    if unsupported:
-        raise UnsupportedScenarioError(
-            f"event types {unsupported} are not emulated yet; supported: "
-            + ", ".join(sorted(t.model_fields["type"].default for t in SUPPORTED))
-        )
-    if scenario.zookeeper.mode != "emulated":
-        raise UnsupportedScenarioError(
-            "zookeeper.mode kazoo is not wired into `kce run` yet; use emulated"
-        )
+def open_zookeeper(scenario: Scenario, override: str | None = None) -> Ensemble:
+    """The scenario's ZooKeeper: emulated in-process, or a real ensemble through kazoo."""
+    connect = getattr(scenario.zookeeper, "connect", None)
+    mode = scenario.zookeeper.mode
+    if override is not None:
+        mode, connect = ("emulated", None) if override == "emulated" else ("kazoo", override)
+    try:
+        return open_ensemble(mode, connect)
+    except Exception as err:  # kazoo raises its timeouts and connection errors
+        raise ZooKeeperUnavailableError(
+            f"cannot use ZooKeeper {connect or mode!r}: {type(err).__name__}: {err}; start the "
+            "ensemble or run with --zk emulated"
+        ) from err
 
 
 def settings_of(scenario: Scenario) -> ControllerSettings:
     c = scenario.config
     return ControllerSettings(
         auto_leader_rebalance_enable=bool(c.get("auto.leader.rebalance.enable")),
+        delete_topic_enable=bool(c.get("delete.topic.enable")),
         leader_imbalance_per_broker_percentage=int(c.get("leader.imbalance.per.broker.percentage")),  # type: ignore[arg-type]
         leader_imbalance_check_interval_seconds=int(
             c.get("leader.imbalance.check.interval.seconds")
@@ -71,59 +76,139 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
     )
 
 
-def _apply(cluster: EmulatedCluster, event: se.ScenarioEvent) -> None:
-    """What the brokers or an admin do for one scenario event."""
-    if isinstance(event, se.BrokerFailure):
-        for b in event.brokers:
-            cluster.crash(b)
-    elif isinstance(event, se.BrokerStartup):
-        for b in event.brokers:
-            cluster.start_broker(b)
-    elif isinstance(event, se.ControlledShutdown):
-        cluster.controlled_shutdown(event.broker)
-    elif isinstance(event, se.ZkSessionExpiry):
-        cluster.expire_session(event.broker)
-    elif isinstance(event, se.ElectLeaders):
-        active = cluster.active_controller()
-        if active is None:
-            return
-        partitions = (
-            None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
+class Admin:
+    """What operators and admin clients do: ZooKeeper writes (Kafka's ``AdminZkClient``) and API
+    requests to the active controller. Assignments use Kafka's algorithm over the registered
+    brokers with the scenario's seeded random draws."""
+
+    def __init__(self, cluster: EmulatedCluster, seed: int) -> None:
+        self.cluster = cluster
+        self.zk = cluster.admin
+        self.rng = random.Random(seed)
+
+    def registered_brokers(self) -> list[BrokerMetadata]:
+        brokers = get_all_brokers(self.zk)
+        return [BrokerMetadata(b, brokers[b].rack) for b in sorted(brokers)]
+
+    def create_topic(self, spec: se.TopicSpec) -> None:
+        listed = dict(spec.assignment or {})
+        placed: dict[int, list[int]] = {}
+        if len(listed) < spec.partitions:
+            placed = assign_replicas_to_brokers(
+                self.registered_brokers(), spec.partitions, spec.replication_factor, rng=self.rng
+            )
+        assignment = {p: list(listed.get(p, placed.get(p, []))) for p in range(spec.partitions)}
+        admin.create_topic(self.zk, spec.name, assignment, spec.config.overrides())
+
+    def add_partitions(self, event: se.AddPartitions) -> None:
+        current = admin.read_topic_assignment(self.zk, event.topic).partitions
+        first = current["0"]
+        brokers = self.registered_brokers()
+        ids = [b.id for b in brokers]
+        fixed = next((i for i, b in enumerate(ids) if b >= first[0]), 0)  # §9.2
+        n_new = event.total - len(current)
+        listed = dict(event.assignment or {})
+        placed = assign_replicas_to_brokers(
+            brokers, n_new, len(first), fixed_start_index=fixed, start_partition_id=len(current)
         )
-        trigger = (
-            ev.ElectionTrigger.ZkTriggered
-            if event.via == "zk"
-            else ev.ElectionTrigger.AdminClientTriggered
-        )
-        active.events.put(
-            ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)
-        )
-    cluster.drain()
+        added = {p: list(listed.get(p, placed[p])) for p in range(len(current), event.total)}
+        admin.add_partitions(self.zk, event.topic, added)
+
+    def controller(self) -> KafkaController | None:
+        return self.cluster.active_controller()
+
+    def alter_reassignments(self, entries: dict[ev.TopicPartition, tuple[int, ...] | None]) -> None:
+        active = self.controller()
+        if active is not None:
+            active.events.put(ev.ApiPartitionReassignment(entries))
+
+    def apply(self, event: se.ScenarioEvent) -> None:
+        """What the brokers or an admin do for one scenario event."""
+        cluster = self.cluster
+        if isinstance(event, se.BrokerFailure):
+            for b in event.brokers:
+                cluster.crash(b)
+        elif isinstance(event, se.BrokerStartup):
+            for b in event.brokers:
+                cluster.start_broker(b)
+        elif isinstance(event, se.ControlledShutdown):
+            cluster.controlled_shutdown(event.broker)
+        elif isinstance(event, se.ZkSessionExpiry):
+            cluster.expire_session(event.broker)
+        elif isinstance(event, se.CreateTopic):
+            self.create_topic(event.topic)
+        elif isinstance(event, se.AddPartitions):
+            self.add_partitions(event)
+        elif isinstance(event, se.DeleteTopic):
+            admin.request_topic_deletion(self.zk, event.topic)
+        elif isinstance(event, se.SetTopicConfig):
+            merged = admin.set_topic_config(self.zk, event.topic, event.config.overrides())
+            active = self.controller()
+            # The controller broker's config handler raises the event when unclean turns on.
+            if active is not None and merged.get("unclean.leader.election.enable") == "true":
+                active.events.put(ev.TopicUncleanLeaderElectionEnable(event.topic))
+        elif isinstance(event, se.ReassignPartitions):
+            entries = [(e.topic, e.partition, e.replicas) for e in event.plan.partitions]
+            if event.via == "zk":
+                admin.request_reassignment(self.zk, entries)
+            else:
+                self.alter_reassignments({ev.TopicPartition(t, p): tuple(r) for t, p, r in entries})
+        elif isinstance(event, se.CancelReassignment):
+            self.alter_reassignments({p.tp(): None for p in event.partitions})
+        elif isinstance(event, se.IsrChange):
+            cluster.isr_change(event.topic, event.partition, list(event.isr))
+        elif isinstance(event, se.LogDirFailure):
+            cluster.log_dir_failure(event.broker)
+        elif isinstance(event, se.ElectLeaders):
+            active = self.controller()
+            if active is None:
+                return
+            partitions = (
+                None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
+            )
+            trigger = (
+                ev.ElectionTrigger.ZkTriggered
+                if event.via == "zk"
+                else ev.ElectionTrigger.AdminClientTriggered
+            )
+            active.events.put(
+                ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)
+            )
 
 
-def run(spark: SparkSession, scenario: Scenario, out: Path) -> dict[str, Any]:
+def run(
+    spark: SparkSession, scenario: Scenario, out: Path, zookeeper: Ensemble | None = None
+) -> dict[str, Any]:
     """Play ``scenario``; returns the summary (also written to ``out/summary.json``)."""
-    check_supported(scenario)
+    ensemble = zookeeper if zookeeper is not None else open_zookeeper(scenario)
+    try:
+        return _play(spark, scenario, out, ensemble)
+    finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
+        ensemble.close()
+
+
+def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble) -> dict[str, Any]:
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     records: list[EventRecord] = []
-    store = InMemoryZooKeeper()
-    topics_config = {t.name: t.config for t in scenario.cluster.topics}
-    default_unclean = bool(scenario.config.get("unclean.leader.election.enable"))
+    text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
+    if (out / "state-change").exists():
+        shutil.rmtree(out / "state-change")
+    (out / "state-change.log").unlink(missing_ok=True)
+    changes = EventStateChangeLog(StateChangeLog(out, text))
     cluster = EmulatedCluster(
         spark,
-        store,
+        ensemble,
         settings_of(scenario),
         on_event=records.append,
-        topic_unclean=lambda t: (
-            topics_config[t].unclean_enabled(default_unclean)
-            if t in topics_config
-            else default_unclean
-        ),
+        catch_up_ms=scenario.emulation.catch_up_ms,
+        alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
+        state_change_log=changes,
     )
-    admin = store.client()
-    admin.start()
-    bootstrap_cluster(admin, {}, initial_partitions(spark, scenario))
+    bootstrap_cluster(cluster.admin, {}, initial_partitions(spark, scenario))
+    for topic in scenario.cluster.topics:
+        if topic.config.overrides():
+            admin.set_topic_config(cluster.admin, topic.name, topic.config.overrides())
     for b in scenario.brokers():
         cluster.add_broker(b.id, b.rack)
     live = scenario.initial_live_brokers()
@@ -133,13 +218,15 @@ def run(spark: SparkSession, scenario: Scenario, out: Path) -> dict[str, Any]:
     for b in [first, *[x for x in live if x != first]]:
         cluster.brokers[b].controller.startup()
         cluster.drain()
+    actor = Admin(cluster, scenario.seed)
+    # Events due at one virtual time are applied in file order, then the controllers drain once,
+    # so a burst (e.g. many ISR changes) reaches the controller as one batch of queued events.
     for event in scenario.timeline():
-        cluster.timer.schedule_at(event.at, lambda e=event: _apply(cluster, e))
+        cluster.timer.schedule_at(event.at, lambda e=event: actor.apply(e))
     cluster.advance_to(scenario.until)
     summary = _write_outputs(cluster, scenario, records, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    store.close()
     return summary
 
 
@@ -156,8 +243,34 @@ def _record_json(r: EventRecord) -> dict[str, Any]:
         "unclean_elections": r.counters.get("unclean_elected", 0),
         "failed_elections": r.counters.get("failed_election", 0),
         "isr_shrinks": r.counters.get("isr_shrinks", 0),
+        "requests": r.requests,
+        "zk_writes": r.zk_writes,
+        "commits": r.commits,
+        "counters": r.counters,
         "error": r.failed,
     }
+
+
+def _summed(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def _rate_and_time(cluster: EmulatedCluster) -> dict[str, dict[str, float]]:
+    """Kafka's per-state timers (§4.2, §16.1) summed over every controller module of the run."""
+    out: dict[str, dict[str, float]] = {}
+    for broker in cluster.brokers.values():
+        for timer in broker.controller.events.metrics.rate_and_time.values():
+            if timer.count == 0:
+                continue
+            entry = out.setdefault(timer.metric_name, {"count": 0, "total_ms": 0.0, "max_ms": 0.0})
+            entry["count"] += timer.count
+            entry["total_ms"] = round(entry["total_ms"] + timer.time_ms.total, 3)
+            entry["max_ms"] = round(max(entry["max_ms"], timer.time_ms.max or 0.0), 3)
+    return dict(sorted(out.items()))
 
 
 def _write_outputs(
@@ -166,10 +279,22 @@ def _write_outputs(
     with (out / "events.jsonl").open("w") as f:
         for r in records:
             f.write(json.dumps(_record_json(r)) + "\n")
+    unclean = 0
     with (out / "metrics.jsonl").open("w") as f:
         for r in records:
+            unclean += r.counters.get("unclean_elected", 0)
             if r.gauges is not None:
-                f.write(json.dumps({"virtual_time_ms": r.at_ms, **asdict(r.gauges)}) + "\n")
+                line = {
+                    "virtual_time_ms": r.at_ms,
+                    "controller": r.controller_id,
+                    "ActiveControllerCount": 1,
+                    "ControllerState": r.state,
+                    "EventQueueSize": r.queue_size,
+                    "EventQueueTimeMs": r.queue_time_ms,
+                    "UncleanLeaderElections": unclean,  # the meter's count
+                    **asdict(r.gauges),
+                }
+                f.write(json.dumps(line) + "\n")
     active = cluster.active_controller()
     summary: dict[str, Any] = {
         "name": scenario.name,
@@ -177,6 +302,9 @@ def _write_outputs(
         "elections": sum(r.counters.get("elected", 0) for r in records),
         "unclean_elections": sum(r.counters.get("unclean_elected", 0) for r in records),
         "errors": [r.failed for r in records if r.failed],
+        "requests": _summed(r.requests for r in records),
+        "zk_writes": sum(r.zk_writes for r in records),
+        "rate_and_time": _rate_and_time(cluster),
         "controller": None,
     }
     if active is None or active.ctx.partitions is None:

@@ -44,11 +44,27 @@ def test_commit_computes_gauges_and_swaps_generations(spark: SparkSession) -> No
 
 def test_topics_queued_for_deletion_leave_the_gauges(spark: SparkSession) -> None:
     ctx = _context(spark)
-    ctx.topics_queued_for_deletion.add("b")
+    b = ctx.topics["b"].index
+    ctx.deletion.topics_to_be_deleted.add(b)
     df, _ = compact_frame(spark, PARTS)
     gauges = ctx.commit(df)
-    assert gauges.offline_partitions_count == 0
+    # Queued: out of the imbalance count at once; still offline until deletion starts (§16.1).
     assert gauges.preferred_replica_imbalance_count == 1
+    assert gauges.offline_partitions_count == 1
+    assert (gauges.topics_to_delete_count, gauges.replicas_to_delete_count) == (1, 3)
+    ctx.deletion.topics_with_deletion_started.add(b)
+    assert ctx.commit(df).offline_partitions_count == 0
+
+
+def test_under_replicated_and_lagging_followers(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    parts = [
+        Partition("a", 0, (1, 2), isr=(1,), leader=1),  # 2 is live and out of the ISR: lagging
+        Partition("a", 1, (1, 3), isr=(1,), leader=1),  # 3 is not live: under-replicated only
+        Partition("b", 0, (2, 1), isr=(2, 1), leader=2),
+    ]
+    gauges = ctx.commit(compact_frame(spark, parts)[0])
+    assert (gauges.under_replicated_partitions, gauges.lagging_followers) == (2, 1)
 
 
 def test_view_excludes_shutting_down_brokers(spark: SparkSession) -> None:

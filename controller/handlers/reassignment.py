@@ -51,6 +51,7 @@ NO_REASSIGNMENT_IN_PROGRESS = "NO_REASSIGNMENT_IN_PROGRESS"
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
 
+WIDTH_NEEDED = "width_needed"
 ASSIGNMENT_CHANGED = "assignment_changed"
 REASSIGNMENT_STARTED = "reassignment_started"
 REASSIGNMENT_COMPLETED = "reassignment_completed"
@@ -83,6 +84,11 @@ def _present(k: int) -> Column:
 def _listed(w: int, keep: Callable[[int], Column]) -> Column:
     """The replicas at positions where ``keep(k)``, in position order, as array<int>."""
     return F.array_compact(F.array(*[F.when(_present(k) & keep(k), _rep(k)) for k in range(w)]))
+
+
+def being_reassigned() -> Column:
+    """The partition has adding or removing replicas (a reassignment is in flight)."""
+    return _being_reassigned()
 
 
 def _being_reassigned() -> Column:
@@ -118,6 +124,7 @@ def validate_reassignments(
         F.lit(True).alias("_known"),
         _being_reassigned().alias("_being"),
         _listed(w, lambda k: ~bit(F.col(s.ADDING_MASK), k)).alias("_ors"),
+        _listed(w, lambda k: F.lit(True)).alias("_cur"),
     )
     df = plan.join(known, _KEY, "left")
     t = F.col(TARGET)
@@ -141,7 +148,12 @@ def validate_reassignments(
     if api:
         error = F.when(t.isNotNull() & invalid, INVALID_REPLICA_ASSIGNMENT).otherwise(error)
     error = F.coalesce(error, F.when(unknown, UNKNOWN_TOPIC_OR_PARTITION), F.lit(NONE))
-    return df.select(*[F.col(c) for c in plan.columns], error.alias(ERROR))
+    # The table width the reassignment needs: RS plus replicas of a reassignment it replaces.
+    cur = F.coalesce(F.col("_cur"), F.array().cast("array<int>"))
+    needed = F.size(F.array_union(F.coalesce(t, ors), cur))
+    return df.select(
+        *[F.col(c) for c in plan.columns], error.alias(ERROR), needed.alias(WIDTH_NEEDED)
+    )
 
 
 def _with_counters(df: DataFrame) -> DataFrame:
@@ -337,6 +349,14 @@ def start_reassignment(
     df = _complete(df, w, "_phase_b", view)
     error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
     return df.select(*s.compact_columns(w), *COUNTERS, error.alias(ERROR))
+
+
+def ongoing_plan(partitions: DataFrame) -> DataFrame:
+    """(key, target) of every reassignment in flight, TRS in RS order: what a new controller
+    resumes with ``onPartitionReassignment`` (§3.3)."""
+    w = s.width(s.check_compact(partitions))
+    trs = _listed(w, lambda k: ~bit(F.col(s.REMOVING_MASK), k))
+    return partitions.where(_being_reassigned()).select(*_KEY, trs.alias(TARGET))
 
 
 def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> DataFrame:

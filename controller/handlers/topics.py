@@ -76,17 +76,7 @@ def new_partition_rows(
     §9.2's index. The width is ``max(width, replication factor)``. No job runs.
     """
     if assignment is not None:
-        rf = max((len(r) for r in assignment.values()), default=1)
-        w = max(width, rf)
-        rows = [
-            (topic_index, pid, *reps, *[s.EMPTY_SLOT] * (w - len(reps)))
-            for pid, reps in sorted(assignment.items())
-        ]
-        schema = ", ".join(
-            [f"{s.TOPIC_INDEX} int", f"{s.PARTITION} int"]
-            + [f"{s.replica_col(k)} int" for k in range(w)]
-        )
-        base = spark.createDataFrame(rows, schema)
+        return assigned_partition_rows(spark, {topic_index: assignment}, width)
     else:
         metas = as_broker_metadata(brokers)
         start, shift = _kafka_draws(len(metas), fixed_start, rng)
@@ -111,7 +101,12 @@ def new_partition_rows(
                 for k in range(w)
             ),
         )
-    # No recorded state yet: Kafka's "no state" reads as NonExistent, and there is no znode.
+    return _unrecorded(base, w)
+
+
+def _unrecorded(base: DataFrame, w: int) -> DataFrame:
+    """(topic_index, partition, replica_k) rows as compact rows with no recorded state yet:
+    Kafka's "no state" reads as NonExistent, and there is no state znode."""
     return base.select(
         F.col(s.TOPIC_INDEX).cast("int").alias(s.TOPIC_INDEX),
         F.col(s.PARTITION).cast("int").alias(s.PARTITION),
@@ -126,6 +121,25 @@ def new_partition_rows(
         F.lit(s.NO_EPOCH).alias(s.CONTROLLER_EPOCH),
         F.lit(int(PartitionState.NonExistentPartition)).cast("byte").alias(s.STATE_CODE),
     )
+
+
+def assigned_partition_rows(
+    spark: SparkSession, assignments: Mapping[int, Mapping[int, Sequence[int]]], width: int
+) -> DataFrame:
+    """Compact rows of new partitions of several topics (topic index → partition → replicas), as
+    read from their topic znodes: one small DataFrame however many topics. No job runs."""
+    rf = max((len(r) for a in assignments.values() for r in a.values()), default=1)
+    w = max(width, rf)
+    rows = [
+        (t, pid, *reps, *[s.EMPTY_SLOT] * (w - len(reps)))
+        for t, assignment in sorted(assignments.items())
+        for pid, reps in sorted(assignment.items())
+    ]
+    schema = ", ".join(
+        [f"{s.TOPIC_INDEX} int", f"{s.PARTITION} int"]
+        + [f"{s.replica_col(k)} int" for k in range(w)]
+    )
+    return _unrecorded(spark.createDataFrame(rows, schema), w)
 
 
 def _selected_new(df: DataFrame, selection: Column | DataFrame) -> DataFrame:

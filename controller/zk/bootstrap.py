@@ -74,7 +74,7 @@ class ClusterSnapshot:
     controller_epoch_zk_version: int
 
 
-def _topic_json(df: DataFrame) -> DataFrame:
+def topic_znode_json(df: DataFrame) -> DataFrame:
     """One row per topic with its ``/brokers/topics/<t>`` payload (version 3), built by Spark."""
 
     def as_map(column: str, only_non_empty: bool) -> Any:
@@ -133,7 +133,7 @@ def bootstrap_cluster(
         client.create(
             BrokerIdZNode.path(broker_id), BrokerIdZNode.encode(registration), ephemeral=True
         )
-    topics = _topic_json(partitions).toLocalIterator(True)
+    topics = topic_znode_json(partitions).toLocalIterator(True)
     _chunked_multi(client, ((TopicZNode.path(r[0]), r[1].encode()) for r in topics), max_bytes)
     epoch_version = client.exists(CONTROLLER_EPOCH).version  # type: ignore[union-attr]
     with_state = partitions.filter(~F.col(STATE).isin(*_NO_STATE_ZNODE)).select(

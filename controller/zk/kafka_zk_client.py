@@ -7,11 +7,13 @@ the controller election multi (spec §3.2), and reading live brokers with their 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from controller.zk.errors import ControllerMovedError
+from controller.zk.fencing import Delete, FencedWriter
 from controller.zk.models import BrokerRegistration
 from controller.zk.paths import (
     BROKER_IDS,
@@ -19,6 +21,10 @@ from controller.zk.paths import (
     BrokerIdZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    DeleteTopicZNode,
+    TopicConfigZNode,
+    TopicPartitionsZNode,
+    TopicZNode,
 )
 from controller.zk.protocol import WatchFn, ZkClient
 
@@ -122,3 +128,34 @@ def register_controller_and_increment_controller_epoch(
                 return current + 1, stat.version
         raise ControllerMovedError(f"broker {broker_id} lost the controller election")
     raise failure
+
+
+def fenced_delete(
+    client: ZkClient, paths: Iterable[str], epoch_zk_version: int, max_ops: int = 1000
+) -> int:
+    """Delete ``paths`` (children before parents, as given) in fenced multis; returns how many.
+
+    Paths that no longer exist are skipped; a deposed controller gets ``ControllerMovedError``.
+    """
+    writer = FencedWriter(client, epoch_zk_version)
+    present = [p for p in paths if client.exists(p) is not None]
+    for i in range(0, len(present), max_ops):
+        writer.multi([Delete(p) for p in present[i : i + max_ops]])
+    return len(present)
+
+
+def topic_znode_paths(client: ZkClient, topic: str) -> list[str]:
+    """Every znode of ``topic`` (``deleteTopicZNode`` + configs + deletion request), bottom-up."""
+    partitions = TopicPartitionsZNode.path(topic)
+    paths: list[str] = []
+    if client.exists(partitions) is not None:
+        for p in client.get_children(partitions):
+            node = f"{partitions}/{p}"
+            paths += [f"{node}/{c}" for c in client.get_children(node)] + [node]
+        paths.append(partitions)
+    return [
+        *paths,
+        TopicZNode.path(topic),
+        TopicConfigZNode.path(topic),
+        DeleteTopicZNode.path(topic),
+    ]

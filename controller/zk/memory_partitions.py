@@ -8,10 +8,11 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   ``Znode`` objects on first touch and keep the change in a small driver-side overlay; the overlay
   is merged into the DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with one full outer join and per-row version checks
-  (``bulk_write``). Every generation is persisted and the previous one unpersisted; every
-  ``snapshot_every`` generations the table is written to Parquet under a temp dir and read back,
-  which bounds the plan's lineage. DataFrames handed out earlier stay valid (at worst they are
-  recomputed) until ``close``.
+  (``bulk_write``). The merge result is checkpointed locally, so every generation's plan starts
+  from materialised rows (a plan that grew with every write would make each write slower and,
+  at a few dozen writes, exhaust the driver planning it); optionally every ``snapshot_every``
+  generations the table is also written to Parquet under a temp dir and read back. DataFrames
+  handed out earlier stay valid until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -67,7 +68,7 @@ class BulkOutcome:
 class PartitionRegion:
     """The ``Region`` of ``memory_tree`` for partition znodes, plus bulk read/write."""
 
-    def __init__(self, snapshot_every: int = 32, broadcast_rows: int = 200_000) -> None:
+    def __init__(self, snapshot_every: int = 0, broadcast_rows: int = 200_000) -> None:
         self.base: DataFrame | None = None
         self.overlay: dict[Key, Entry] = {}
         self.dirty: set[Key] = set()
@@ -273,7 +274,7 @@ class PartitionRegion:
         m = m.select(
             TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
             *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
-        ).persist()  # fmt: skip
+        ).localCheckpoint()  # fmt: skip
         summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
         counts = {(r[0], r[1]): r[2] for r in summary.collect()}
         failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))

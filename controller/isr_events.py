@@ -1,0 +1,228 @@
+"""ISR and log-directory events of the controller (spec §12.4, §12.5, §8.6).
+
+``IsrEvents`` is part of ``KafkaController``. Before AlterIsr (IBP < 2.7-IV2) leaders write the
+state znodes themselves and leave ``/isr_change_notification`` nodes: the controller reads every
+notification at once — so a burst of queued notifications costs one bulk refresh, the others find
+nothing — reloads those partitions' leadership from ZooKeeper into a new generation, and completes
+reassignments whose targets joined the ISR. With AlterIsr the leader proposes, and the controller
+checks and writes the whole request in one pass. A failed log directory makes every replica of the
+broker offline (one directory per emulated broker) until the broker registers again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from controller import events as ev
+from controller.handlers import brokers as hb
+from controller.zk.kafka_zk_client import fenced_delete
+from controller.zk.paths import (
+    ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
+    IsrChangeNotificationZNode,
+    LogDirEventNotificationZNode,
+)
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+
+if TYPE_CHECKING:
+    from controller.kafka_controller import KafkaController as _Controller
+else:
+    _Controller = object
+
+log = logging.getLogger(__name__)
+
+_KEY = [s.TOPIC_INDEX, s.PARTITION]
+ALTER_ISR_SCHEMA = (
+    f"{s.TOPIC_INDEX} int, {s.PARTITION} int, _req_epoch int, _new_isr array<int>, _req_version int"
+)
+ISR_UPDATED = "isr_updated"
+
+
+def _with_isr(df: DataFrame, isr: Any, w: int) -> dict[str, Any]:
+    return {s.isr_col(k): F.coalesce(F.get(isr, k), F.lit(s.EMPTY_SLOT)) for k in range(w)}
+
+
+class IsrEvents(_Controller):
+    """``process_*`` for IsrChangeNotification, AlterIsrReceived, LogDirEventNotification."""
+
+    def _isr_watch(self, _: Any) -> None:
+        self.events.put(ev.IsrChangeNotification())
+
+    def _log_dir_watch(self, _: Any) -> None:
+        self.events.put(ev.LogDirEventNotification())
+
+    def register_isr_watches(self) -> None:
+        self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self._isr_watch)
+        self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self._log_dir_watch)
+
+    # -- §12.4 ---------------------------------------------------------------------------------
+    def process_isr_change_notification(self, _: ev.IsrChangeNotification) -> None:
+        if not self.is_active:
+            return
+        children = sorted(self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self._isr_watch))
+        if not children:
+            return
+        paths = [f"{ISR_CHANGE_NOTIFICATION}/{c}" for c in children]
+        keys: set[tuple[str, int]] = set()
+        try:
+            for path in paths:
+                data, _stat = self.zk.get(path)
+                keys |= {
+                    (p.topic, p.partition)
+                    for p in IsrChangeNotificationZNode.decode(data, path).partitions
+                }
+        finally:  # processed notifications go, even on error (§12.4 step 3)
+            fenced_delete(self.zk, paths, self.ctx.epoch_zk_version)
+        self.update_leader_and_isr_cache(keys)
+        if self.reassigning_partitions():
+            self.maybe_complete_reassignments()
+
+    def update_leader_and_isr_cache(self, keys: set[tuple[str, int]]) -> None:
+        """Reload the leadership of ``keys`` from their state znodes into a new generation."""
+        known = sorted((t, p) for t, p in keys if t in self.ctx.topics)
+        if not known:
+            return
+        selection = self.spark.createDataFrame(known, f"{s.TOPIC} string, {s.PARTITION} int")
+        states = self.store.read_states(self.spark, selection).join(
+            F.broadcast(self.ctx.topics_frame()), s.TOPIC
+        )
+        fresh = states.select(
+            *_KEY,
+            *(F.col(c).alias(f"_zk_{c}") for c in (s.LEADER, s.LEADER_EPOCH, s.ISR)),
+            F.col(s.CONTROLLER_EPOCH).alias(f"_zk_{s.CONTROLLER_EPOCH}"),
+            F.col(s.ZK_VERSION).alias(f"_zk_{s.ZK_VERSION}"),
+        )
+        table = self._table()
+        w = s.width(table)
+        joined = table.join(F.broadcast(fresh), _KEY, "left")
+        hit = F.col(f"_zk_{s.ZK_VERSION}").isNotNull()
+
+        def take(c: str) -> Any:
+            return F.when(hit, F.col(f"_zk_{c}")).otherwise(F.col(c))
+
+        isr = _with_isr(joined, F.col(f"_zk_{s.ISR}"), w)
+        updates = {c: take(c) for c in (s.LEADER, s.LEADER_EPOCH, s.CONTROLLER_EPOCH, s.ZK_VERSION)}
+        updates |= {c: F.when(hit, v).otherwise(F.col(c)) for c, v in isr.items()}
+        out = joined.select(
+            *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
+            hit.cast("int").alias(ISR_UPDATED),
+        )
+        # The znodes already hold these states: nothing to write back.
+        self._commit(out, "IsrChangeNotification", extra=(ISR_UPDATED,), write_zk=False)
+
+    # -- §12.5 ---------------------------------------------------------------------------------
+    def process_alter_isr_received(self, event: ev.AlterIsrReceived) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active:
+            reply("NOT_CONTROLLER")
+            return
+        broker = self.ctx.live_brokers.get(event.broker_id)
+        if broker is None or event.broker_epoch != broker.epoch:
+            reply("STALE_BROKER_EPOCH")
+            return
+        rows = [
+            (self.ctx.topics[tp.topic].index, tp.partition, item.leader_epoch, list(item.new_isr),
+             item.current_isr_version)
+            for tp, item in event.isrs_to_alter.items()
+            if tp.topic in self.ctx.topics
+        ]  # fmt: skip
+        errors = {
+            tp: "UNKNOWN_TOPIC_OR_PARTITION"
+            for tp in event.isrs_to_alter
+            if tp.topic not in self.ctx.topics
+        }
+        if rows:
+            errors |= self._alter_isr(event.broker_id, rows)
+        reply(errors)
+        if self.reassigning_partitions():
+            self.maybe_complete_reassignments()
+
+    def _alter_isr(self, sender: int, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
+        table = self._table()
+        w = s.width(table)
+        requests = self.spark.createDataFrame(rows, ALTER_ISR_SCHEMA).withColumn(
+            "_req", F.lit(True)
+        )
+        joined = table.join(F.broadcast(requests), _KEY, "left")
+        req = F.coalesce(F.col("_req"), F.lit(False))
+        current = F.array_compact(
+            F.array(
+                *[
+                    F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k)))
+                    for k in range(w)
+                ]
+            )
+        )
+        same = (
+            (F.col(s.LEADER) == sender)
+            & (F.col(s.LEADER_EPOCH) == F.col("_req_epoch"))
+            & (current == F.col("_new_isr"))
+        )
+        error = (
+            F.when(~req, F.lit(None))
+            .when(F.col(s.ZK_VERSION) == s.NO_ZK_VERSION, "UNKNOWN_TOPIC_OR_PARTITION")
+            .when(F.col("_req_epoch") < F.col(s.LEADER_EPOCH), "FENCED_LEADER_EPOCH")
+            .when(same, "NONE")
+            .when(F.col("_req_version") != F.col(s.ZK_VERSION), "INVALID_UPDATE_VERSION")
+            .otherwise("NONE")
+        )
+        joined = joined.withColumn("_error", error)
+        write = req & (F.col("_error") == "NONE") & ~same
+        updates = {
+            c: F.when(write, v).otherwise(F.col(c))
+            for c, v in _with_isr(joined, F.col("_new_isr"), w).items()
+        }
+        updates[s.LEADER] = F.when(write, F.lit(sender)).otherwise(F.col(s.LEADER))
+        updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
+        out = joined.select(
+            *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
+            write.cast("int").alias(ISR_UPDATED),
+            "_error",
+        ).localCheckpoint()  # the replies and the generation come from one evaluation
+        names = {t.index: t.name for t in self.ctx.topics.values()}
+        errors = {
+            ev.TopicPartition(names[r[0]], r[1]): r[2]
+            for r in out.where(F.col("_error").isNotNull()).select(*_KEY, "_error").collect()
+        }
+        self._commit(out.drop("_error"), "AlterIsrReceived", extra=(ISR_UPDATED,))
+        return errors
+
+    # -- §8.6 ----------------------------------------------------------------------------------
+    def process_log_dir_event_notification(self, _: ev.LogDirEventNotification) -> None:
+        if not self.is_active:
+            return
+        children = sorted(
+            self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self._log_dir_watch)
+        )
+        if not children:
+            return
+        paths = [f"{LOG_DIR_EVENT_NOTIFICATION}/{c}" for c in children]
+        brokers: set[int] = set()
+        try:
+            for path in paths:
+                data, _stat = self.zk.get(path)
+                brokers.add(LogDirEventNotificationZNode.decode(data, path).broker)
+        finally:
+            fenced_delete(self.zk, paths, self.ctx.epoch_zk_version)
+        failed = sorted((brokers & set(self.ctx.live_brokers)) - self.ctx.offline_dir_brokers)
+        if not failed:
+            return
+        log.info(
+            "[Controller id=%d] Mark replicas on brokers %s as offline", self.broker_id, failed
+        )
+        self.ctx.offline_dir_brokers.update(failed)
+        # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
+        # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
+        table = hb.on_broker_failure(
+            self._table(),
+            BrokerSet.of(failed),
+            self.ctx.view(),
+            self._unclean_column(),
+            self.ctx.deleting,
+        )
+        self._commit(table, "LogDirEventNotification")

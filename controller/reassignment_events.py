@@ -1,0 +1,208 @@
+"""Partition reassignment events of the controller (spec §10, KIP-455).
+
+``ReassignmentEvents`` is part of ``KafkaController``. Both entry points — the legacy
+``/admin/reassign_partitions`` znode and the AlterPartitionReassignments API — become a small plan
+DataFrame, are validated (§10.4) and started in bulk (``handlers.reassignment``); completion
+(phase B) runs when the target replicas are in the ISR, after an ISR change. After each commit that
+changed assignments, the topic znodes are rewritten from the committed table, and completed
+partitions leave ``/admin/reassign_partitions`` (the znode goes when empty).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from controller import events as ev
+from controller.handlers import reassignment as hr
+from controller.zk.bootstrap import topic_znode_json
+from controller.zk.fencing import Delete, FencedWriter, SetData
+from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
+from statemachines import schemas as s
+from statemachines.layout import to_public_partitions
+
+if TYPE_CHECKING:
+    from controller.kafka_controller import KafkaController as _Controller
+else:
+    _Controller = object
+
+log = logging.getLogger(__name__)
+
+PLAN_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {hr.TARGET} array<int>"
+Entry = tuple[str, int, Sequence[int] | None]
+
+
+class ReassignmentEvents(_Controller):
+    """``process_*`` for the reassignment events (§10) and the post-commit znode upkeep."""
+
+    def _reassign_watch(self, watched: Any) -> None:
+        # Kafka's handler reacts to creation only; our own rewrites just re-arm the watch.
+        if getattr(watched, "type", None) == "CREATED":
+            self.events.put(ev.ZkPartitionReassignment())
+        elif getattr(watched, "type", None) == "CHANGED":
+            self.zk.exists(REASSIGN_PARTITIONS, watch=self._reassign_watch)
+
+    def register_reassignment_watch(self) -> bool:
+        """Exists watch on ``/admin/reassign_partitions``; True if the znode is there."""
+        return self.zk.exists(REASSIGN_PARTITIONS, watch=self._reassign_watch) is not None
+
+    # -- entry points --------------------------------------------------------------------------
+    def process_zk_partition_reassignment(self, _: ev.ZkPartitionReassignment) -> None:
+        if not self.is_active or not self.register_reassignment_watch():
+            return
+        data, _stat = self.zk.get(REASSIGN_PARTITIONS)
+        request = ReassignPartitionsZNode.decode_lenient(data)
+        entries = [(e.topic, e.partition, e.replicas) for e in request.partitions]
+        errors = self.reassign(entries, api=False, label="ZkPartitionReassignment")
+        failed = {tp for tp, error in errors.items() if error != hr.NONE}
+        if failed:
+            log.warning("Failed to reassign partitions from ZooKeeper: %s", sorted(failed))
+            self.maybe_remove_from_zk_reassignment(failed)
+
+    def process_api_partition_reassignment(self, event: ev.ApiPartitionReassignment) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active:
+            reply("NOT_CONTROLLER")
+            return
+        entries = [(tp.topic, tp.partition, t) for tp, t in event.reassignments.items()]
+        errors = self.reassign(entries, api=True, label="ApiPartitionReassignment")
+        # An API request replaces the same partitions' ZooKeeper-submitted reassignment.
+        self.maybe_remove_from_zk_reassignment({tp for tp, e in errors.items() if e == hr.NONE})
+        reply(errors)
+
+    def process_partition_reassignment_isr_change(
+        self, _: ev.PartitionReassignmentIsrChange
+    ) -> None:
+        if self.is_active:
+            self.maybe_complete_reassignments()
+
+    def process_list_partition_reassignments(self, event: ev.ListPartitionReassignments) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active:
+            reply("NOT_CONTROLLER")
+            return
+        names = {t.index: t.name for t in self.ctx.topics.values()}
+        listed = {}
+        for r in hr.list_reassignments(self._table()).collect():
+            tp = ev.TopicPartition(names[r[s.TOPIC_INDEX]], r[s.PARTITION])
+            if event.partitions is None or tp in event.partitions:
+                listed[tp] = (r[hr.REPLICAS_LIST], r[hr.ADDING_LIST], r[hr.REMOVING_LIST])
+        reply(listed)
+
+    # -- the bulk work -------------------------------------------------------------------------
+    def reassign(
+        self, entries: Iterable[Entry], api: bool, label: str
+    ) -> dict[ev.TopicPartition, str]:
+        """Validate and start a plan held on the driver; per-partition Kafka error names."""
+        rows = [
+            (
+                self.ctx.topics[t].index if t in self.ctx.topics else -1,
+                p,
+                None if r is None else list(r),
+            )
+            for t, p, r in entries
+        ]
+        if not rows:
+            return {}
+        names = {t.index: t.name for t in self.ctx.topics.values()}
+        keyed = {(i, p): t for (t, p, _), (i, _, _) in zip(entries, rows, strict=True)}
+        table = self._table()
+        plan = self.spark.createDataFrame(rows, PLAN_SCHEMA)
+        checked = hr.validate_reassignments(
+            table, plan, self.ctx.view().live, self.ctx.deleting, api
+        )
+        results = checked.collect()
+        errors = {
+            ev.TopicPartition(keyed[(r[s.TOPIC_INDEX], r[s.PARTITION])], r[s.PARTITION]): r[
+                hr.ERROR
+            ]
+            for r in results
+        }
+        accepted = [r for r in results if r[hr.ERROR] == hr.NONE]
+        if not accepted:
+            return errors
+        width = max(s.width(table), *(int(r[hr.WIDTH_NEEDED]) for r in accepted))
+        if width > s.MAX_WIDTH:
+            raise ValueError(
+                f"a reassignment needs {width} replica positions; at most {s.MAX_WIDTH}"
+            )
+        start = self.spark.createDataFrame(
+            [(r[s.TOPIC_INDEX], r[s.PARTITION], r[hr.TARGET]) for r in accepted], PLAN_SCHEMA
+        )
+        out = hr.start_reassignment(table, start, self.ctx.view(), width)
+        self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS)
+        log.info(
+            "[Controller id=%d] Reassigning %d partitions of topics %s",
+            self.broker_id, len(accepted), sorted({names[r[s.TOPIC_INDEX]] for r in accepted}),
+        )  # fmt: skip
+        return errors
+
+    def resume_reassignments(self) -> None:
+        """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
+        table = self._table()
+        plan = hr.ongoing_plan(table)
+        if plan.limit(1).count():
+            out = hr.start_reassignment(table, plan, self.ctx.view())
+            self._commit(out.drop(hr.ERROR), "resume reassignments", extra=hr.COUNTERS)
+        if self.register_reassignment_watch():
+            self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
+
+    def maybe_complete_reassignments(self) -> None:
+        """Phase B for every reassignment whose targets are all in the ISR."""
+        out = hr.maybe_complete_reassignment(self._table(), self.ctx.view())
+        self._commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS)
+
+    # -- after a commit ------------------------------------------------------------------------
+    def after_reassignment_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:
+        """Rewrite changed topic znodes (U2/B6); drop completed partitions from the ZK request."""
+        if counters.get(hr.ASSIGNMENT_CHANGED, 0):
+            self.write_topic_assignments(committed.where(F.col(hr.ASSIGNMENT_CHANGED) > 0))
+        if counters.get(hr.REASSIGNMENT_COMPLETED, 0) and self.zk.exists(REASSIGN_PARTITIONS):
+            names = {t.index: t.name for t in self.ctx.topics.values()}
+            done = committed.where(F.col(hr.REASSIGNMENT_COMPLETED) > 0).select(
+                s.TOPIC_INDEX, s.PARTITION
+            )
+            self.maybe_remove_from_zk_reassignment(
+                {ev.TopicPartition(names[r[0]], r[1]) for r in done.collect()}
+            )
+
+    def write_topic_assignments(self, changed: DataFrame) -> None:
+        """Rewrite ``/brokers/topics/<t>`` of every topic with a row in ``changed`` (fenced)."""
+        indices = [r[0] for r in changed.select(s.TOPIC_INDEX).distinct().collect()]
+        if not indices:
+            return
+        table = self._table().where(F.col(s.TOPIC_INDEX).isin(indices))
+        public = to_public_partitions(table, self.ctx.topics_frame())
+        ops = [
+            SetData(TopicZNode.path(r[0]), r[1].encode())
+            for r in topic_znode_json(public).collect()
+        ]
+        writer = FencedWriter(self.zk, self.ctx.epoch_zk_version)
+        for i in range(0, len(ops), 100):
+            writer.multi(ops[i : i + 100])
+
+    def maybe_remove_from_zk_reassignment(self, partitions: set[ev.TopicPartition]) -> None:
+        """Drop ``partitions`` from ``/admin/reassign_partitions``; delete it when empty."""
+        if not partitions or self.zk.exists(REASSIGN_PARTITIONS) is None:
+            return
+        data, stat = self.zk.get(REASSIGN_PARTITIONS)
+        request = ReassignPartitionsZNode.decode_lenient(data)
+        kept = [
+            e
+            for e in request.partitions
+            if ev.TopicPartition(e.topic, e.partition) not in partitions
+        ]
+        if len(kept) == len(request.partitions):
+            return
+        writer = FencedWriter(self.zk, self.ctx.epoch_zk_version)
+        if kept:
+            value = request.model_copy(update={"partitions": kept})
+            writer.multi(
+                [SetData(REASSIGN_PARTITIONS, ReassignPartitionsZNode.encode(value), stat.version)]
+            )
+        else:
+            writer.multi([Delete(REASSIGN_PARTITIONS, stat.version)])

@@ -30,6 +30,7 @@ from controller.zk import admin_zk_client as admin
 from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.ensemble import Ensemble, open_ensemble
 from controller.zk.kafka_zk_client import get_all_brokers
+from controller.zk.paths import BROKER_TOPICS
 from spark_app.cluster_builder import initial_partitions
 from spark_app.scenario import Scenario
 from spark_app.scenario import events as se
@@ -54,12 +55,27 @@ def open_zookeeper(scenario: Scenario, override: str | None = None) -> Ensemble:
     if override is not None:
         mode, connect = ("emulated", None) if override == "emulated" else ("kazoo", override)
     try:
-        return open_ensemble(mode, connect)
+        ensemble = open_ensemble(mode, connect)
     except Exception as err:  # kazoo raises its timeouts and connection errors
         raise ZooKeeperUnavailableError(
             f"cannot use ZooKeeper {connect or mode!r}: {type(err).__name__}: {err}; start the "
             "ensemble or run with --zk emulated"
         ) from err
+    # A scenario bootstraps its own cluster: never mix it into (or overwrite) an existing one.
+    probe = ensemble.client()
+    try:
+        occupied = probe.exists(BROKER_TOPICS) is not None and bool(
+            probe.get_children(BROKER_TOPICS)
+        )
+    finally:
+        probe.stop()
+    if occupied:
+        ensemble.close()
+        raise ZooKeeperUnavailableError(
+            f"ZooKeeper {connect!r} already holds a Kafka cluster ({BROKER_TOPICS} has topics); "
+            "point the scenario at an empty chroot, e.g. host:port/kce-<name>"
+        )
+    return ensemble
 
 
 def settings_of(scenario: Scenario) -> ControllerSettings:

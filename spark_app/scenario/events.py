@@ -73,10 +73,9 @@ class BrokerStartup(_Event):
 
 
 class ControlledShutdown(_Event):
-    """A broker's ``ControlledShutdown`` request (§8.4): it joins ``shuttingDownBrokerIds``.
-
-    The broker stays registered until it exits; a later ``broker_failure`` (or the runner) ends it.
-    """
+    """Kafka's clean shutdown (§8.4): the broker's ``ControlledShutdown`` request (it joins
+    ``shuttingDownBrokerIds``; retried while it still leads partitions, up to 3 attempts), then it
+    deregisters (``BrokerChange``)."""
 
     type: Literal["controlled_shutdown"] = Field("controlled_shutdown", description="event type")
     broker: BrokerId = Field(description="the broker shutting down")

@@ -230,9 +230,11 @@ def _under_replicated(w: int) -> Column:
 
 
 def lagging_positions(w: int, view: ClusterView) -> list[Column]:
-    """Per position: a live follower in an online state outside the ISR (it will catch up)."""
+    """Per position: a live follower in an online state outside the ISR (it will catch up).
+
+    Followers on shutting-down brokers do not: they stop fetching and the broker exits."""
     return [
-        view.online_or_shutting_down(k)
+        view.online(k)
         & (F.col(s.replica_col(k)) != F.col(s.LEADER))
         & F.col(s.replica_state_col(k)).isin(
             int(ReplicaState.NewReplica), int(ReplicaState.OnlineReplica)

@@ -1,0 +1,168 @@
+"""Controller invariants under generated event sequences on small emulated clusters.
+
+Each example boots 3–5 brokers with 2–3 topics (RF 1–3, some followers out of sync, some topics
+with unclean election on) on the in-memory ZooKeeper and plays broker crashes and restarts,
+controlled shutdowns, session expiries, ElectLeaders (preferred/unclean, all or some
+partitions), auto-rebalance checks and topics turning unclean election on. After every event
+the active controller's committed table and ZooKeeper must keep Kafka's guarantees
+(``controller_oracle.violations``): one controller, named by ``/controller``; leader ∈ ISR ⊆
+replicas; Online partitions led by live brokers, Offline ones leaderless; leader epochs, znode
+versions and the controller epoch never going back; the OfflinePartitionsCount gauge; state
+znodes equal to the table. While the controller stays in place the partitions must also equal
+the plain-Python model's (``controller_oracle.Model``).
+
+Every example replays a whole cluster through Spark, so examples are few by default (set
+``KCE_INVARIANT_EXAMPLES`` for a longer search) and shrinking is off: a failure reports the
+generated event list as it ran.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from statemachines.partition_states import PartitionState
+from statemachines.reference import Partition
+from tests.controller_oracle import (
+    ClusterSpec,
+    Event,
+    Harness,
+    Model,
+    Snapshot,
+    Step,
+    brief,
+    cluster_specs,
+    first_line,
+    steps,
+    violations,
+)
+
+ONLINE = PartitionState.OnlinePartition
+
+EXAMPLES = int(os.environ.get("KCE_INVARIANT_EXAMPLES", "3"))
+PROPERTY = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+
+
+def _check(snap: Snapshot, before: Snapshot | None, when: str) -> None:
+    problems = violations(snap, before)
+    assert not problems, f"after {when}:\n  " + "\n  ".join(problems)
+
+
+def _play(spark: SparkSession, spec: ClusterSpec, plan: list[Step], with_model: bool) -> None:
+    h = Harness(spark, spec)
+    try:
+        snap = h.snapshot()
+        note(f"boot: controller {snap.controllers} epoch {snap.epoch[0]}")
+        _check(snap, None, "boot")
+        model = Model.after_boot(spec, snap.epoch[0])
+        # Failover with every broker up must leave the bootstrapped partitions as they were.
+        diff = model.differences(snap.partitions)
+        assert not diff, "after boot:\n  " + "\n  ".join(diff)
+        for i, step in enumerate(plan, 1):
+            event = h.resolve(step)
+            if event is None:
+                note(f"{i}. ({step.kind}: nothing to do)")
+                continue
+            checks = h.apply(event)
+            before, snap = snap, h.snapshot()
+            moved = snap.controllers != before.controllers
+            note(f"{i}. {event}" + (f" (controller now {list(snap.controllers)})" if moved else ""))
+            _check(snap, before, f"step {i}: {event}")
+            if with_model:
+                model.apply(event, checks)
+                diff = model.differences(snap.partitions)
+                assert not diff, f"after step {i}: {event}:\n  " + "\n  ".join(diff)
+    finally:
+        h.close()
+
+
+@PROPERTY
+@given(cluster_specs(), st.lists(steps(failover=False), min_size=1, max_size=3))
+def test_events_without_failover_keep_invariants_and_match_the_model(
+    spark: SparkSession, spec: ClusterSpec, plan: list[Step]
+) -> None:
+    _play(spark, spec, plan, with_model=True)
+
+
+@PROPERTY
+@given(cluster_specs(), st.lists(steps(failover=True), min_size=1, max_size=3))
+def test_events_with_controller_failover_keep_invariants(
+    spark: SparkSession, spec: ClusterSpec, plan: list[Step]
+) -> None:
+    _play(spark, spec, plan, with_model=False)
+
+
+def _online(topic: str, replicas: tuple[int, ...]) -> Partition:
+    """A healthy partition: full ISR, led by its preferred replica, never re-elected."""
+    return Partition(topic, 0, replicas, replicas, replicas[0], 0, 0, 1, ONLINE)
+
+
+def test_failover_after_controller_crash_writes_its_elections_to_zookeeper(
+    spark: SparkSession,
+) -> None:
+    """§6.4 step 3 and §5.4 during failover write ZooKeeper like any other event.
+
+    Broker 1 leads t0-0 and is the controller; it crashes. The new controller removes 1 from the
+    ISR (leader -1, epoch 1) and elects 2 (epoch 2): both writes must reach the state znode.
+    """
+    h = Harness(spark, ClusterSpec((1, 2, 3), (_online("t0", (1, 2, 3)),), frozenset()))
+    try:
+        assert h.active().broker_id == 1
+        h.apply(Event("crash", 1, of_controller=True))
+        snap = h.snapshot()
+        got = snap.partitions[("t0", 0)]
+        assert (got.leader, got.isr, got.leader_epoch, got.zk_version) == (2, (2, 3), 2, 2)
+        assert snap.zk_states[("t0", 0)] == (2, 2, (2, 3), snap.epoch[0], 2), (
+            f"state znode of t0-0 after failover: {snap.zk_states[('t0', 0)]}"
+        )
+    finally:
+        h.close()
+
+
+def test_isr_removal_carries_the_current_controller_epoch(spark: SparkSession) -> None:
+    """Every partition-state write carries the writer's controller epoch (§6.3, §2.3).
+
+    After the controller's session expires (epoch 2, nothing to change at failover), a follower
+    of t0-0 crashes: the ISR removal written for it must say controller_epoch 2.
+    """
+    h = Harness(spark, ClusterSpec((1, 2, 3), (_online("t0", (1, 2, 3)),), frozenset()))
+    try:
+        h.apply(Event("expire", 1, of_controller=True))
+        before = h.snapshot()
+        assert before.epoch[0] == 2
+        follower = next(b for b in (2, 3) if b not in before.controllers)
+        h.apply(Event("crash", follower))
+        got = h.snapshot().partitions[("t0", 0)]
+        assert got.isr == tuple(b for b in (1, 2, 3) if b != follower)
+        assert (got.leader_epoch, got.zk_version) == (1, 1)
+        assert got.controller_epoch == 2, f"t0-0 after the ISR removal: {brief(got)}"
+    finally:
+        h.close()
+
+
+def test_controlled_shutdown_when_every_partition_has_one_replica(spark: SparkSession) -> None:
+    """§8.4: RF=1 partitions are never acted on; the first request succeeds with none remaining.
+
+    The broker's own partition goes offline when it exits (§8.2).
+    """
+    parts = (_online("t0", (1,)), _online("t1", (2,)))
+    h = Harness(spark, ClusterSpec((1, 2, 3), parts, frozenset()))
+    try:
+        before = h.snapshot()
+        h.apply(Event("controlled_shutdown", 2))
+        snap = h.snapshot()
+        shutdowns = [first_line(r.failed) for r in h.records if r.event == "ControlledShutdown"]
+        assert shutdowns == [""], f"ControlledShutdown attempts and their errors: {shutdowns}"
+        assert violations(snap, before) == []
+        t1 = snap.partitions[("t1", 0)]
+        assert (t1.leader, t1.state) == (-1, PartitionState.OfflinePartition)
+    finally:
+        h.close()

@@ -92,6 +92,7 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
         self._rebalance_task: Any = None
         self._record: EventRecord | None = None
         self.last_gauges: Gauges | None = None
+        self._baseline: DataFrame | None = None  # the table as loaded at failover
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -237,6 +238,8 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
                 for k in range(width)
             }
         )
+        # What ZooKeeper holds now: the failover's own writes are diffed against it.
+        self._baseline = compact
         # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
         shrunk = replica_changes(
             compact, lambda b, k: ~view.online(k) & (b != s.EMPTY_SLOT), ReplicaState.OfflineReplica
@@ -423,7 +426,8 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
         """Commit the next generation, mirror its changed states into ZooKeeper (unless they
         came from there), keep the topic znodes in step, and add to the event's record."""
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
-        previous = self.ctx.committed
+        previous = self.ctx.committed if self.ctx.committed is not None else self._baseline
+        self._baseline = None
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
         gauges = self.ctx.commit(table, label, counters)
         assert self.ctx.partitions is not None

@@ -142,7 +142,7 @@ def on_controlled_shutdown(
     me = BrokerSet.of([broker])
     act_on = (
         _hosted_on(me, w)
-        & (F.col(s.replica_col(1)) != s.EMPTY_SLOT)
+        & ((F.col(s.replica_col(1)) != s.EMPTY_SLOT) if w > 1 else F.lit(False))  # RF > 1
         & has_leadership()
         & _not_deleting(deleting)
     )

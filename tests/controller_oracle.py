@@ -228,6 +228,7 @@ class Harness:
 
     spark: SparkSession
     spec: ClusterSpec
+    previous_controller_epoch: int = 0  # what an earlier controller left in /controller_epoch
     records: list[EventRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -239,6 +240,9 @@ class Harness:
             catch_up_ms=NO_CATCH_UP_MS,
         )
         self.admin = self.cluster.admin
+        if self.previous_controller_epoch:
+            epoch = ControllerEpochZNode.encode(self.previous_controller_epoch)
+            self.admin.create(ControllerEpochZNode.path(), epoch, makepath=True)
         bootstrap_cluster(
             self.admin, {}, self.spark.createDataFrame(self.spec.rows(), s.PARTITIONS_SCHEMA)
         )

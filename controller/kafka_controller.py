@@ -242,7 +242,10 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
         self._baseline = compact
         # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
         shrunk = replica_changes(
-            compact, lambda b, k: ~view.online(k) & (b != s.EMPTY_SLOT), ReplicaState.OfflineReplica
+            compact,
+            lambda b, k: ~view.online(k) & (b != s.EMPTY_SLOT),
+            ReplicaState.OfflineReplica,
+            view.controller_epoch,
         ).outcomes.withColumnRenamed(ISR_WRITES, hb.ISR_SHRINKS)
         # §5.4: partition state machine startup, then triggerOnlinePartitionStateChange.
         _, outcomes = hb.trigger_online_partition_state_change(

@@ -233,8 +233,9 @@ def handle_partition_state_changes(
 # ---- §6 replica state machine (ISR removal on OfflineReplica) --------------------------------
 
 
-def remove_replica_from_isr(p: Partition, r: int) -> Partition:
-    """§6.3 OfflineReplica for one replica: drop it from the ISR (never the last member), epoch+1."""
+def remove_replica_from_isr(p: Partition, r: int, controller_epoch: int | None = None) -> Partition:
+    """§6.3 OfflineReplica for one replica: drop it from the ISR (never the last member), epoch+1,
+    written with ``controller_epoch`` when given."""
     if not p.has_leadership or r not in p.isr:
         return p
     new_leader = NO_LEADER if r == p.leader else p.leader
@@ -245,6 +246,7 @@ def remove_replica_from_isr(p: Partition, r: int) -> Partition:
         isr=new_isr,
         leader_epoch=p.leader_epoch + 1,
         zk_version=p.zk_version + 1,
+        controller_epoch=p.controller_epoch if controller_epoch is None else controller_epoch,
     )
 
 
@@ -265,6 +267,7 @@ def handle_replica_state_changes(
     states: Mapping[tuple[str, int, int], ReplicaState],
     targets: Iterable[tuple[str, int, int]],
     target: ReplicaState,
+    controller_epoch: int | None = None,
 ) -> ReplicaChanges:
     """§6.2/§6.3: replicas grouped by broker (ascending), each group applied in turn."""
     out = ReplicaChanges(dict(partitions), dict(states))
@@ -283,7 +286,7 @@ def handle_replica_state_changes(
                 out.failed.add(key)
                 continue
             if target == ReplicaState.OfflineReplica:
-                out.partitions[tp] = remove_replica_from_isr(p, broker)
+                out.partitions[tp] = remove_replica_from_isr(p, broker, controller_epoch)
             if target == ReplicaState.NonExistentReplica:
                 out.partitions[tp] = replace(
                     p,

@@ -70,7 +70,7 @@ def on_broker_failure(
     _trigger_online(out, view, unclean_by_topic)
     replicas = [k for k in out.states if k[2] in dead]
     step = handle_replica_state_changes(
-        out.partitions, out.states, replicas, ReplicaState.OfflineReplica
+        out.partitions, out.states, replicas, ReplicaState.OfflineReplica, view.controller_epoch
     )
     out.partitions, out.states = step.partitions, step.states
     return out
@@ -116,7 +116,7 @@ def on_controlled_shutdown(
     out.failed |= set(step.failed)
     followed = [(t, p, broker) for (t, p) in act_on if (t, p) not in set(led)]
     rstep = handle_replica_state_changes(
-        out.partitions, out.states, followed, ReplicaState.OfflineReplica
+        out.partitions, out.states, followed, ReplicaState.OfflineReplica, view.controller_epoch
     )
     out.partitions, out.states = rstep.partitions, rstep.states
     out.remaining = {k for k in act_on if out.partitions[k].leader == broker}

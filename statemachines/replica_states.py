@@ -135,12 +135,16 @@ def _per_replica_report(
 
 
 def handle_state_changes(
-    state_df: DataFrame, targets: ReplicaSelector, target_state: ReplicaState
+    state_df: DataFrame,
+    targets: ReplicaSelector,
+    target_state: ReplicaState,
+    controller_epoch: int | None = None,
 ) -> ReplicaStateChangeResult:
     """Move the selected replicas to ``target_state`` (Kafka's ``handleStateChanges``).
 
     ``targets``: a ``BrokerSet`` (every replica on those brokers), a predicate
     ``(broker Column, position) -> Column``, or a DataFrame of (topic_index, partition, broker).
+    ``controller_epoch``: the writer's epoch, stamped on ISR removals (None keeps the old one).
     """
     s.check_compact(state_df)
     w = s.width(state_df)
@@ -171,7 +175,7 @@ def handle_state_changes(
     columns[ISR_WRITES] = F.lit(0)
 
     if target_state == ReplicaState.OfflineReplica:
-        df, changes = _remove_from_isr(df, w, apply, leadership)
+        df, changes = _remove_from_isr(df, w, apply, leadership, controller_epoch)
         columns.update(changes)
     elif target_state == ReplicaState.NonExistentReplica:
         df, changes = _remove_from_assignment(df, w, apply, new_states)
@@ -198,7 +202,7 @@ def handle_state_changes(
 
 
 def _remove_from_isr(
-    df: DataFrame, w: int, apply: list[Column], leadership: Column
+    df: DataFrame, w: int, apply: list[Column], leadership: Column, controller_epoch: int | None
 ) -> tuple[DataFrame, dict[str, Column]]:
     """Closed form of removing each applied replica from the ISR in ascending broker order.
 
@@ -244,6 +248,10 @@ def _remove_from_isr(
     out[s.LEADER_EPOCH] = F.col(s.LEADER_EPOCH) + writes
     out[s.ZK_VERSION] = F.col(s.ZK_VERSION) + writes
     out[ISR_WRITES] = writes
+    if controller_epoch is not None:
+        out[s.CONTROLLER_EPOCH] = F.when(touched, F.lit(controller_epoch)).otherwise(
+            F.col(s.CONTROLLER_EPOCH)
+        )
     return df, out
 
 

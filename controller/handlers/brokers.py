@@ -104,7 +104,10 @@ def on_broker_failure(
     )
     keep = _not_deleting(deleting)
     shrunk = replica_changes(
-        counted, lambda broker, _k: dead.contains(broker) & keep, ReplicaState.OfflineReplica
+        counted,
+        lambda broker, _k: dead.contains(broker) & keep,
+        ReplicaState.OfflineReplica,
+        view.controller_epoch,
     ).outcomes
     return shrunk.select(
         *s.compact_columns(w),
@@ -161,7 +164,10 @@ def on_controlled_shutdown(
     )
     followed = F.col("_followed")
     shrunk = replica_changes(
-        counted, lambda b, _k: (b == broker) & followed, ReplicaState.OfflineReplica
+        counted,
+        lambda b, _k: (b == broker) & followed,
+        ReplicaState.OfflineReplica,
+        view.controller_epoch,
     ).outcomes
     remaining = act_on & (F.col(s.LEADER) == broker)
     return shrunk.select(

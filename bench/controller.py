@@ -45,7 +45,6 @@ import datetime
 import gc
 import json
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -55,7 +54,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -74,7 +72,7 @@ from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.partition_store import STATE_COLUMNS
 from controller.zk.paths import CONTROLLER_EPOCH
 from controller.zk.protocol import ZkClient
-from spark_app.session import get_spark
+from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
 from statemachines.generator import SyntheticCluster, generate_cluster
 
@@ -710,25 +708,6 @@ def memory_markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def machine(spark: SparkSession) -> dict[str, Any]:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    return {
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "spark_master": spark.sparkContext.master,
-        "spark": spark.version,
-        "pyspark": pyspark.__version__,
-        "java": str(jvm.System.getProperty("java.version")),
-        "java_vm": str(jvm.System.getProperty("java.vm.name")),
-        "python": platform.python_version(),
-        "driver_memory": spark.conf.get("spark.driver.memory", None),
-    }
-
-
-def parse_sizes(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",") if x.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e5,1e6,1e7", help="partition counts, comma separated")
@@ -773,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         # about 60 MB per 1e5 partitions, so about 6 GB at 1e7 before the working set.
         memory_arg = "16g" if max(sizes) >= 10**7 else "8g"
     spark = get_spark(MASTER, {"spark.driver.memory": memory_arg})
-    info = machine(spark)
+    info = environment(spark)
     load_start = os.getloadavg()
     results = []
     for n in sizes:

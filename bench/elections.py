@@ -23,7 +23,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -33,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_app.session import get_spark
+from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import reference as ref
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
@@ -571,20 +569,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
 
 
 def machine(spark: SparkSession) -> dict[str, Any]:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    return {
-        "cores": os.cpu_count(),
-        "spark_master": spark.sparkContext.master,
-        "spark": spark.version,
-        "pyspark": pyspark.__version__,
-        "java": str(jvm.System.getProperty("java.version")),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
-
-
-def parse_sizes(text: str) -> list[int]:
-    return [int(float(x)) for x in text.split(",") if x.strip()]
+    return {**environment(spark), "numpy": np.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:

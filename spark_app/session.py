@@ -68,3 +68,28 @@ def get_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def environment(spark: SparkSession) -> dict[str, object]:
+    """Facts about the machine and the session, recorded next to every benchmark result."""
+    import platform
+
+    import pyspark
+
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "spark_master": spark.sparkContext.master,
+        "spark": spark.version,
+        "pyspark": pyspark.__version__,
+        "java": str(jvm.System.getProperty("java.version")),
+        "java_vm": str(jvm.System.getProperty("java.vm.name")),
+        "python": platform.python_version(),
+        "driver_memory": spark.conf.get("spark.driver.memory", None),
+    }
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"1e5,1e6"`` -> ``[100000, 1000000]``: the benchmarks' ``--sizes``."""
+    return [int(float(x)) for x in text.split(",") if x.strip()]

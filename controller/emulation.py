@@ -27,7 +27,7 @@ from controller import events as ev
 from controller.context import lagging_positions
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
-from controller.state_change_log import EventStateChangeLog
+from controller.state_change_store import EventStateChangeLog
 from controller.timer import Timer, VirtualClock
 from controller.zk import admin_zk_client as admin
 from controller.zk.ensemble import Ensemble, MemoryEnsemble

@@ -25,7 +25,7 @@ from controller import events as ev
 from controller.emulation import EmulatedCluster
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
-from controller.state_change_log import EventStateChangeLog, StateChangeLog
+from controller.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.zk import admin_zk_client as admin
 from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.ensemble import Ensemble, open_ensemble

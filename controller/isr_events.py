@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from controller import events as ev
@@ -43,7 +42,8 @@ ALTER_ISR_SCHEMA = (
 ISR_UPDATED = "isr_updated"
 
 
-def _with_isr(df: DataFrame, isr: Any, w: int) -> dict[str, Any]:
+def _with_isr(isr: Any, w: int) -> dict[str, Any]:
+    """ISR slot columns from an array<int> Column (empty slots padded)."""
     return {s.isr_col(k): F.coalesce(F.get(isr, k), F.lit(s.EMPTY_SLOT)) for k in range(w)}
 
 
@@ -105,7 +105,7 @@ class IsrEvents(_Controller):
         def take(c: str) -> Any:
             return F.when(hit, F.col(f"_zk_{c}")).otherwise(F.col(c))
 
-        isr = _with_isr(joined, F.col(f"_zk_{s.ISR}"), w)
+        isr = _with_isr(F.col(f"_zk_{s.ISR}"), w)
         updates = {c: take(c) for c in (s.LEADER, s.LEADER_EPOCH, s.CONTROLLER_EPOCH, s.ZK_VERSION)}
         updates |= {c: F.when(hit, v).otherwise(F.col(c)) for c, v in isr.items()}
         out = joined.select(
@@ -175,7 +175,7 @@ class IsrEvents(_Controller):
         write = req & (F.col("_error") == "NONE") & ~same
         updates = {
             c: F.when(write, v).otherwise(F.col(c))
-            for c, v in _with_isr(joined, F.col("_new_isr"), w).items()
+            for c, v in _with_isr(F.col("_new_isr"), w).items()
         }
         updates[s.LEADER] = F.when(write, F.lit(sender)).otherwise(F.col(s.LEADER))
         updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")

@@ -22,15 +22,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller import events as ev
+from controller.broker_events import BrokerEvents
 from controller.context import ControllerContext, Gauges, LiveBroker
 from controller.diff import generation_diff
+from controller.election_events import ElectionEvents
 from controller.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
 from controller.requests import request_batches, request_totals
-from controller.state_change_log import EventStateChangeLog, state_change_lines
+from controller.state_change_log import state_change_lines
+from controller.state_change_store import EventStateChangeLog
 from controller.state_writer import write_changed_states
 from controller.timer import Clock, Timer
 from controller.topic_events import TopicEvents
@@ -46,7 +49,6 @@ from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import DELETE_TOPICS, ControllerZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet
 from statemachines.columns import in_topics
 from statemachines.layout import to_compact
 from statemachines.replica_states import ISR_WRITES, ReplicaState
@@ -58,12 +60,12 @@ COUNTERS = (hb.ELECTED, hb.FAILED_ELECTION, hb.UNCLEAN_ELECTED, hb.ISR_SHRINKS)
 FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
 
 
-class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
+class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEvents, IsrEvents):
     """The controller module of broker ``broker_id`` (see the module docstring).
 
-    Topic, reassignment and ISR/log-dir events live in their mixins (``controller.topic_events``,
-    ``reassignment_events``, ``isr_events``); this class owns the lifecycle, brokers, elections
-    and the commit point.
+    Event families live in their mixins (``controller.broker_events``, ``election_events``,
+    ``topic_events``, ``reassignment_events``, ``isr_events``); this class owns the lifecycle,
+    controller election and failover, and the commit point.
     """
 
     def __init__(
@@ -197,9 +199,6 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
             FencedWriter(self.zk, epoch_zk_version).multi([Delete(ControllerZNode.path())])
 
     # -- failover (spec §3.3) ------------------------------------------------------------------
-    def _broker_watch(self, _: Any) -> None:
-        self.events.put(ev.BrokerChange())
-
     def on_controller_failover(self) -> None:
         registered = get_all_brokers(self.zk, watch=self._broker_watch)
         self.ctx.live_brokers = {
@@ -259,157 +258,6 @@ class KafkaController(TopicEvents, ReassignmentEvents, IsrEvents):
             )
         if self.settings.auto_leader_rebalance_enable:
             self._schedule_auto_rebalance(FIRST_AUTO_REBALANCE_DELAY_MS)
-
-    # -- brokers (spec §8) ---------------------------------------------------------------------
-    def process_broker_change(self, _: ev.BrokerChange) -> None:
-        if not self.is_active:
-            return
-        registered = get_all_brokers(self.zk, watch=self._broker_watch)
-        known = self.ctx.live_brokers
-        new = sorted(set(registered) - set(known))
-        dead = sorted(set(known) - set(registered))
-        bounced = sorted(
-            b for b in set(registered) & set(known) if registered[b].epoch > known[b].epoch
-        )
-        table = self._table()
-        deleting = self.ctx.deleting
-
-        def model(t: DataFrame) -> DataFrame:  # the next phase starts from the model columns
-            return t.select(*s.compact_columns(s.width(t)))
-
-        # A broker that registers again has its log directories back (§8.6).
-        self.ctx.offline_dir_brokers -= set(new) | set(bounced)
-        for b in new:
-            known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
-        if new:
-            table = hb.on_broker_startup(
-                table, BrokerSet.of(new), self.ctx.view(), self._unclean_column(), deleting
-            )
-        if bounced:
-            for b in bounced:
-                del known[b]
-            table = hb.on_broker_failure(
-                model(table),
-                BrokerSet.of(bounced),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-            for b in bounced:
-                known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
-            table = hb.on_broker_startup(
-                model(table),
-                BrokerSet.of(bounced),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-        if dead:
-            for b in dead:
-                del known[b]
-                self.ctx.shutting_down.discard(b)
-            table = hb.on_broker_failure(
-                model(table),
-                BrokerSet.of(dead),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-        if new or bounced or dead:
-            self._commit(table, "BrokerChange")
-        deletion = self.ctx.deletion
-        if dead and deletion.topics_to_be_deleted:  # onReplicasBecomeOffline: failReplicaDeletion
-            gone = BrokerSet.of(dead)
-            self.apply_deletion_step(
-                deletion.fail_replica_deletion(
-                    self._table(), lambda b, _k: gone.contains(b), self.ctx.view()
-                ),
-                "BrokerChange",
-            )
-        if (new or bounced) and deletion.topics_to_be_deleted:  # resumeDeletionForTopics
-            self.apply_deletion_step(
-                deletion.on_brokers_started(
-                    self._table(), BrokerSet.of([*new, *bounced]), self.ctx.view()
-                ),
-                "BrokerChange",
-            )
-
-    def process_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
-        reply = event.callback or (lambda *a: None)
-        if not self.is_active:
-            reply("NOT_CONTROLLER")
-            return
-        broker = self.ctx.live_brokers.get(event.broker_id)
-        if broker is None:
-            reply("BROKER_NOT_AVAILABLE")
-            return
-        if event.broker_epoch != -1 and event.broker_epoch < broker.epoch:
-            reply("STALE_BROKER_EPOCH")
-            return
-        self.ctx.shutting_down.add(event.broker_id)
-        deleting = self.ctx.deleting
-        table = hb.on_controlled_shutdown(self._table(), event.broker_id, self.ctx.view(), deleting)
-        gauges = self._commit(table, "ControlledShutdown", extra=("remaining",))
-        reply("NONE", gauges.counters.get("remaining", 0))
-
-    # -- manual elections (spec §11.1) -----------------------------------------------------------
-    def process_replica_leader_election(self, event: ev.ReplicaLeaderElection) -> None:
-        reply = event.callback or (lambda *a: None)
-        if not self.is_active:
-            reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
-            return
-        from controller.handlers import election as he
-
-        if event.partitions is None:
-            selection: Any = F.lit(True)
-        else:
-            keys = [
-                (self.ctx.topics[p.topic].index, p.partition)
-                for p in event.partitions
-                if p.topic in self.ctx.topics
-            ]
-            selection = self.spark.createDataFrame(keys, "topic_index int, partition int")
-        table = he.on_replica_election(
-            self._table(),
-            selection,
-            event.election_type,
-            event.election_trigger,
-            self.ctx.view(),
-            self.ctx.deleting,
-            self._unclean_column(),
-            self.settings.kafka_version,
-        )
-        self._commit(table, "ReplicaLeaderElection")
-        reply("NONE")
-
-    # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
-    def _schedule_auto_rebalance(self, delay_ms: int) -> None:
-        self._rebalance_task = self.timer.schedule_once(
-            delay_ms, lambda: self.events.put(ev.AutoPreferredReplicaLeaderElection())
-        )
-
-    def process_auto_preferred_replica_leader_election(
-        self, _: ev.AutoPreferredReplicaLeaderElection
-    ) -> None:
-        if not self.is_active:
-            return
-        try:
-            from controller.handlers import election as he
-
-            table = he.check_and_trigger_auto_leader_rebalance(
-                self._table(),
-                self.ctx.view(),
-                self.settings.leader_imbalance_per_broker_percentage,
-                self.ctx.deleting,
-                False,
-                self.settings.kafka_version,
-            )
-            self._commit(table, "AutoPreferredReplicaLeaderElection")
-        finally:
-            if self.settings.auto_leader_rebalance_enable:
-                self._schedule_auto_rebalance(
-                    self.settings.leader_imbalance_check_interval_seconds * 1000
-                )
 
     # -- helpers ---------------------------------------------------------------------------------
     def _table(self) -> DataFrame:

@@ -26,6 +26,9 @@ def _cores(master: str) -> int:
     return os.cpu_count() or 2
 
 
+DEFAULT_DRIVER_MEMORY = "4g"
+
+
 def get_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -63,6 +66,10 @@ def get_spark(
         "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         "spark.sql.codegen.hugeMethodLimit": "1000000",
     }
+    if not submitted:
+        # The embedded controller keeps its generations, their diffs and the in-memory
+        # ZooKeeper's partition table in this one JVM; Spark's 1g default runs out on long runs.
+        defaults["spark.driver.memory"] = DEFAULT_DRIVER_MEMORY
     for key, value in {**defaults, **dict(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

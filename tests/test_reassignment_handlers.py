@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, Row, SparkSession
 
@@ -38,6 +38,11 @@ def _view(live: set[int], sd: frozenset[int] = frozenset()) -> ClusterView:
 def _keys(rows: Sequence[Row], topics: Mapping[str, int], column: str) -> set[tuple[str, int]]:
     names = {i: t for t, i in topics.items()}
     return {(names[r.topic_index], r.partition) for r in rows if r[column]}
+
+
+def _known(states: States) -> States:
+    """Kafka reads an absent replica state as NonExistentReplica: the two spellings are equal."""
+    return {k: s for k, s in states.items() if s is not _R.NonExistentReplica}
 
 
 def _online(parts: Sequence[Partition]) -> States:
@@ -341,8 +346,22 @@ def clusters(draw: st.DrawFn) -> Cluster:
     return Cluster(parts, states, frozenset(live), frozenset(sd), plan)
 
 
+_NEW_ONE_REPLICA = Partition(
+    "c0", 0, (0,), isr=(0,), state=PartitionState.NewPartition, zk_version=NO_ZK_VERSION
+)
+# A partition with no leadership yet fails the reassignment but keeps phase U's new replica.
+_NO_LEADERSHIP = Cluster(
+    [_NEW_ONE_REPLICA],
+    {("c0", 0, 0): _R.OnlineReplica},
+    frozenset({0, 1}),
+    frozenset(),
+    {("c0", 0): (0, 1)},
+)
+
+
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
+@example(cluster=_NO_LEADERSHIP)
 def test_start_reassignment_matches_reference(spark: SparkSession, cluster: Cluster) -> None:
     view = _view(set(cluster.live), cluster.shutting_down)
     got = _start(spark, cluster.parts, cluster.states, cluster.plan, view, 5)
@@ -353,7 +372,7 @@ def test_start_reassignment_matches_reference(spark: SparkSession, cluster: Clus
         View(cluster.live, cluster.shutting_down, 4),
     )
     assert got.parts == want.partitions
-    assert got.states == want.states
+    assert _known(got.states) == _known(want.states)
     names = {i: t for t, i in got.topics.items()}
     assert {
         (names[r.topic_index], r.partition): r.error for r in got.rows if r.error
@@ -383,7 +402,7 @@ def test_maybe_complete_reassignment_matches_reference(
         View(cluster.live, cluster.shutting_down, 4),
     )
     assert got.parts == want.partitions
-    assert got.states == want.states
+    assert _known(got.states) == _known(want.states)
     assert got.keys(h.REASSIGNMENT_COMPLETED) == want.completed
     assert got.keys(h.LEADER_MOVED) == want.leader_moved
     assert got.keys(h.FAILED_ELECTION) == want.failed_election

@@ -64,7 +64,7 @@ from controller.state_change_log import (
 )
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import in_topics
+from statemachines.columns import in_topics, literal_array
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 
@@ -233,11 +233,9 @@ def request_batches(
         batch(broker, LEADER_AND_ISR, F.col("_lair"), F.col("_leads"), zero),
         batch(broker, STOP_REPLICA, F.col("_stop"), zero, F.col("_deletes")),
     )
-    to_all = F.array(
-        *(
-            batch(F.lit(b), UPDATE_METADATA, F.col("_metadata"), zero, zero)
-            for b in sorted(live.ids)
-        )
+    to_all = F.transform(
+        literal_array(sorted(live.ids)),
+        lambda b: batch(b, UPDATE_METADATA, F.col("_metadata"), zero, zero),
     )
     rows = counted.select(F.inline(F.when(broker.isNull(), to_all).otherwise(per_broker)))
     return rows.where(F.col(PARTITIONS) > 0)
@@ -249,21 +247,13 @@ def request_totals(batches: DataFrame) -> dict[str, int]:
     ``<kind>``: requests sent (one per broker row); ``<kind>_partitions``: partition entries
     over those requests (an UpdateMetadata for n partitions to b brokers counts n·b);
     ``StopReplica_deletes``: StopReplica entries with deletePartition=true. Every key is present.
+    The batches are at most three rows per broker, so they are summed on the driver.
     """
-    rows = (
-        batches.groupBy(KIND)
-        .agg(
-            F.count("*").alias("requests"),
-            F.sum(PARTITIONS).alias(PARTITIONS),
-            F.sum(DELETES).alias(DELETES),
-        )
-        .collect()
-    )
     totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
     totals[f"{STOP_REPLICA}_{DELETES}"] = 0
-    for row in rows:
-        totals[row[KIND]] = int(row["requests"])
-        totals[f"{row[KIND]}_{PARTITIONS}"] = int(row[PARTITIONS])
+    for row in batches.select(KIND, PARTITIONS, DELETES).collect():
+        totals[row[KIND]] += 1
+        totals[f"{row[KIND]}_{PARTITIONS}"] += int(row[PARTITIONS])
         if row[KIND] == STOP_REPLICA:
-            totals[f"{STOP_REPLICA}_{DELETES}"] = int(row[DELETES])
+            totals[f"{STOP_REPLICA}_{DELETES}"] += int(row[DELETES])
     return totals

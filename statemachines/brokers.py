@@ -2,7 +2,7 @@
 
 The controller knows its brokers on the driver (there are few); partitions are many. A
 ``BrokerSet`` turns "is broker b in this set" into the cheapest Column expression: ``isin`` for a
-handful of ids, an O(1) lookup in a literal boolean array for more.
+handful of ids, for more an O(1) bit test in a literal array of 64-bit words.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
+from statemachines.columns import literal_array
 
 _ISIN_LIMIT = 16
-_WORDS_LIMIT = 16  # up to 16 x 64 broker ids: membership is a shift into a literal long
 _LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin regardless
 
 
@@ -46,24 +46,16 @@ class BrokerSet:
         top = max(self.ids)
         if len(self.ids) <= _ISIN_LIMIT or top > _LOOKUP_LIMIT or min(self.ids) < 0:
             return broker.isin(sorted(self.ids))
-        if top < 64 * _WORDS_LIMIT:
-            return self._in_words(broker, top // 64 + 1)
-        lookup = F.array(*[F.lit(b in self.ids) for b in range(top + 1)])
-        # ``get`` returns null past either end (no ANSI error), so ids outside count as absent.
-        return F.coalesce(F.get(lookup, broker), F.lit(False))
+        return self._in_words(broker, top // 64 + 1)
 
     def _in_words(self, broker: Column, n_words: int) -> Column:
-        """Bit ``b mod 64`` of word ``b div 64``: a few integer ops instead of a literal array."""
+        """Bit ``b mod 64`` of word ``b div 64`` of a constant-folded literal array."""
         words = [0] * n_words
         for b in self.ids:
             words[b // 64] |= 1 << (b % 64)
         # Literal longs are signed: map bit 63 to the negative value Spark expects.
         signed = [w - (1 << 64) if w >= 1 << 63 else w for w in words]
-        word = F.lit(0).cast("long")
-        for i in reversed(range(n_words)):
-            word = F.when(
-                (broker >= 64 * i) & (broker < 64 * (i + 1)), F.lit(signed[i]).cast("long")
-            ).otherwise(word)
+        word = F.get(literal_array(signed, "bigint"), F.shiftright(broker, 6))
         # shiftright with a per-row amount needs the SQL function (the Python one takes an int).
         bit = F.call_function("shiftright", word, F.pmod(broker, F.lit(64))).bitwiseAND(F.lit(1))
         return F.coalesce((broker >= 0) & (bit == 1), F.lit(False))

@@ -11,6 +11,18 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 
 
+def literal_array(values: Sequence[int], element: str = "int") -> Column:
+    """An array literal of integers built in a constant number of JVM calls.
+
+    ``F.array(*map(F.lit, values))`` costs a few Py4J round trips per element; a split string
+    cast to an integer array is constant-folded by the optimizer into the same literal.
+    """
+    if not values:
+        return F.array().cast(f"array<{element}>")
+    text = ",".join(str(int(v)) for v in values)
+    return F.split(F.lit(text), ",").cast(f"array<{element}>")
+
+
 def any_of(cols: Sequence[Column]) -> Column:
     return reduce(lambda a, b: a | b, cols, F.lit(False))
 
@@ -86,4 +98,8 @@ def has_leadership() -> Column:
 
 def in_topics(topic_indices: Sequence[int]) -> Column:
     """The row's topic is one of ``topic_indices`` (false for none)."""
-    return F.col(s.TOPIC_INDEX).isin(list(topic_indices)) if topic_indices else F.lit(False)
+    if not topic_indices:
+        return F.lit(False)
+    # One parsed IN (the optimizer makes it a hash-set lookup) instead of a JVM call per value.
+    listed = ",".join(str(int(t)) for t in sorted(set(topic_indices)))
+    return F.expr(f"{s.TOPIC_INDEX} IN ({listed})")

@@ -34,7 +34,7 @@ from controller.records import ControllerSettings, EventRecord
 from controller.requests import request_batches, request_totals
 from controller.state_change_log import state_change_lines
 from controller.state_change_store import EventStateChangeLog
-from controller.state_writer import write_changed_states
+from controller.state_writer import StateWrites, write_changed_states
 from controller.timer import Clock, Timer
 from controller.topic_events import TopicEvents
 from controller.zk.bootstrap import read_cluster
@@ -282,13 +282,13 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
         gauges = self.ctx.commit(table, label, counters)
         assert self.ctx.partitions is not None
-        written, requests = 0, {}
+        written, requests = StateWrites(0, 0), {}
         if previous is not None:
             # One job finds what the event changed; ZooKeeper writes, broker requests and the
             # state-change log are all read off that small frame.
             diff = generation_diff(previous, self.ctx.partitions).localCheckpoint()
-            if write_zk:
-                written = write_changed_states(self.store, topics, diff, self.ctx.epoch_zk_version)
+            store = self.store if write_zk else None
+            written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version)
             view = self.ctx.view()
             batches = request_batches(diff, view.live_or_shutting_down.ids, self.ctx.deleting)
             requests = request_totals(batches)
@@ -304,7 +304,8 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             for name, value in gauges.counters.items():
                 record.counters[name] = record.counters.get(name, 0) + value
             record.gauges = gauges
-            record.zk_writes += written
+            record.zk_writes += written.znode_writes
+            record.partitions_changed += written.partitions_changed
             record.commits += 1
             for kind, n in requests.items():
                 record.requests[kind] = record.requests.get(kind, 0) + n

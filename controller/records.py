@@ -32,7 +32,8 @@ class EventRecord:
     processing_ms: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
     gauges: Gauges | None = None
-    zk_writes: int = 0
+    zk_writes: int = 0  # state-znode writes
+    partitions_changed: int = 0  # changed partition rows, summed over the event's commits
     commits: int = 0
     requests: dict[str, int] = field(default_factory=dict)
     failed: str | None = None

@@ -254,7 +254,7 @@ def _record_json(r: EventRecord) -> dict[str, Any]:
         "controller_state": r.state,
         "queue_time_ms": r.queue_time_ms,
         "processing_ms": round(r.processing_ms, 3),
-        "partitions_changed": r.zk_writes,
+        "partitions_changed": r.partitions_changed,
         "elections": r.counters.get("elected", 0),
         "unclean_elections": r.counters.get("unclean_elected", 0),
         "failed_elections": r.counters.get("failed_election", 0),

@@ -131,19 +131,22 @@ def multi_read(
         yield from zip(batch, results, strict=True)
 
 
-# A row to write: (topic, partition, leader, leader_epoch, isr, controller_epoch, expected_version)
-StateRow = tuple[str, int, int, int, list[int], int, int]
+# A row to write: (topic, partition, leader, leader_epoch, isr, controller_epoch, expected_version,
+# writes): ``writes`` conditional writes of the same payload, as a controller that wrote the znode
+# that many times in one event leaves it (version expected + writes).
+StateRow = tuple[str, int, int, int, list[int], int, int, int]
 
 
 def _ops(row: StateRow, chroot: str) -> list[Any]:
     """The multi ops (kazoo wire records) writing one row."""
-    topic, partition, leader, epoch, isr, cepoch, expected = row
+    topic, partition, leader, epoch, isr, cepoch, expected, writes = row
     data = PartitionStateZNode.encode_fields(leader, epoch, isr, cepoch)
     state = chroot + PartitionStateZNode.path(topic, partition)
     if expected == -1:
         node = chroot + TopicPartitionZNode.path(topic, partition)
-        return [Create(node, b"", OPEN_ACL_UNSAFE, 0), Create(state, data, OPEN_ACL_UNSAFE, 0)]
-    return [SetData(state, data, expected)]
+        created = [Create(node, b"", OPEN_ACL_UNSAFE, 0), Create(state, data, OPEN_ACL_UNSAFE, 0)]
+        return created + [SetData(state, data, v) for v in range(writes - 1)]
+    return [SetData(state, data, expected + i) for i in range(writes)]
 
 
 Batch = list[tuple[StateRow, list[Any]]]

@@ -133,7 +133,9 @@ class InMemoryZooKeeper:
                 self._clients.remove(client)
 
     # -- bulk partition states (used by controller.zk.partition_store) -----------------------
-    def bulk_write_states(self, updates: DataFrame, expected_epoch_zk_version: int) -> DataFrame:
+    def bulk_write_states(
+        self, updates: DataFrame, expected_epoch_zk_version: int, rows: int | None = None
+    ) -> DataFrame:
         """Fenced bulk merge of partition states; returns the rows that failed (with ``error``)."""
         with self.lock:
             epoch = self.tree.lookup(CONTROLLER_EPOCH)
@@ -149,7 +151,7 @@ class InMemoryZooKeeper:
                 for path in [*client._data_watchers, *client._child_watchers]
                 if (parsed := parse(path)) is not None
             ]
-            outcome = self.partitions.bulk_write(updates, zxid, now, topics, watched)
+            outcome = self.partitions.bulk_write(updates, zxid, now, topics, watched, rows)
             events: list[Event] = []
             for (topic, result), n in sorted(outcome.counts.items()):
                 if result == "created":

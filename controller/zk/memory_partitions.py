@@ -217,10 +217,13 @@ class PartitionRegion:
         now_ms: int,
         known_topics: list[str],
         watched: list[Key],
+        rows: int | None = None,
     ) -> BulkOutcome:
-        """Merge ``updates`` (state columns + expected ``zk_version``, -1 = create) into the table.
+        """Merge ``updates`` (state columns + expected ``zk_version``, -1 = create, + ``writes``)
+        into the table; ``rows`` is their count when the caller knows it.
 
-        Created rows get both nodes (zk version 0), updated rows zk version ``expected + 1``.
+        Created rows get both nodes (zk version ``writes - 1``), updated rows zk version
+        ``expected + writes``.
         A create fails with NODEEXISTS when the partition node exists and NONODE when the topic
         znode does not (``known_topics``); an update fails with NONODE or BADVERSION.
         """
@@ -229,12 +232,12 @@ class PartitionRegion:
         base = self.base if self.base is not None else self._empty(spark)
         upd = updates.select(
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
-            F.col(ZK_VERSION).alias("u_expected"),
+            F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
         )  # fmt: skip
         topics = spark.createDataFrame(
             [(t, True) for t in known_topics], "topic string, t_ok boolean"
         )
-        m = self._align(base, upd).join(F.broadcast(topics), TOPIC, "left")
+        m = self._align(base, upd, rows).join(F.broadcast(topics), TOPIC, "left")
         exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
         error = (
             F.when(expected.isNull(), F.lit(None))
@@ -263,7 +266,7 @@ class PartitionRegion:
             "p_pzxid": pick(z, keep("p_pzxid"), "p_pzxid"),
             "has_state": pick(F.lit(True), F.lit(True), "has_state"),
             **{c: pick(keep(f"u_{c}"), keep(f"u_{c}"), c) for c in STATE_COLUMNS},
-            ZK_VERSION: pick(F.lit(0), expected + 1, ZK_VERSION),
+            ZK_VERSION: pick(F.col("u_writes") - 1, expected + F.col("u_writes"), ZK_VERSION),
             "s_czxid": pick(z, keep("s_czxid"), "s_czxid"),
             "s_mzxid": pick(z, z, "s_mzxid"),
             "s_ctime": pick(now, keep("s_ctime"), "s_ctime"),
@@ -298,7 +301,7 @@ class PartitionRegion:
         self.malformed -= {(t, p) for t, p, _ in touched}
         return BulkOutcome(counts, failed, touched)
 
-    def _align(self, base: DataFrame, upd: DataFrame) -> DataFrame:
+    def _align(self, base: DataFrame, upd: DataFrame, rows: int | None) -> DataFrame:
         """Every base row and every update side by side (a full outer join on the key).
 
         A write of up to ``broadcast_rows`` rows (the controller's usual case) broadcasts the
@@ -312,7 +315,7 @@ class PartitionRegion:
 
         if not any(self.counts.values()):
             return without_base(upd)
-        if upd.count() > self.broadcast_rows:
+        if (upd.count() if rows is None else rows) > self.broadcast_rows:
             return base.join(upd, key, "full_outer")
         small = F.broadcast(upd)
         present = base.join(small, key, "left_semi").select(*key)

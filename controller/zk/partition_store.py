@@ -11,9 +11,11 @@ state znode are absent from the result. A payload that is not a partition state 
 ``MalformedZnodeError`` naming its path.
 
 ``write_states(states, expected_epoch_zk_version) -> DataFrame`` writes every row of ``states``
-(one row per partition; same columns; ``zk_version`` is the *expected* current version, ``NEW_PARTITION_VERSION`` (-1) to
-create the partition znode and its state). After success a row's znode is at version
-``zk_version + 1`` (0 for a created one). The whole write is fenced by the ``/controller_epoch``
+(one row per partition; same columns; ``zk_version`` is the *expected* current version,
+``NEW_PARTITION_VERSION`` (-1) to create the partition znode and its state). After success a row's
+znode is at version ``zk_version + 1`` (0 for a created one). An optional ``writes`` column makes
+a row that many conditional writes of the same payload (a controller that wrote the znode several
+times in one event: version ``zk_version + writes``, ``writes - 1`` when created). The whole write is fenced by the ``/controller_epoch``
 version: if another controller moved it, ``ControllerMovedError`` is raised. Returned: the rows
 that were not written, with an ``error`` column — BADVERSION (someone else wrote it), NONODE (no
 state znode to update, or no topic znode to create under), NODEEXISTS (creating an existing one).
@@ -61,6 +63,7 @@ from statemachines.schemas import (
 )
 
 NEW_PARTITION_VERSION = -1
+WRITES = "writes"
 STATE_COLUMNS = (TOPIC, PARTITION, LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH, ZK_VERSION)
 STATES_SCHEMA = StructType([PARTITIONS_SCHEMA[c] for c in STATE_COLUMNS])
 FAILED_SCHEMA = StructType([*STATES_SCHEMA.fields, StructField("error", StringType(), False)])
@@ -189,13 +192,16 @@ class PartitionStateStore:
         return pa.table(columns, schema=arrow_schema)
 
     # -- writes -----------------------------------------------------------------------------
-    def write_states(self, states: DataFrame, expected_epoch_zk_version: int) -> DataFrame:
-        check_schema(states, STATES_SCHEMA, "partition states")
+    def write_states(
+        self, states: DataFrame, expected_epoch_zk_version: int, rows: int | None = None
+    ) -> DataFrame:
+        """See the module docstring; ``rows`` is the row count when the caller knows it."""
+        check_schema(states.drop(WRITES), STATES_SCHEMA, "partition states")
+        writes = F.col(WRITES) if WRITES in states.columns else F.lit(1)
+        states = states.select(*STATE_COLUMNS, writes.cast("int").alias(WRITES))
         if isinstance(self.client, InMemoryClient):
             self.client._live()
-            return self.client.store.bulk_write_states(
-                states.select(*STATE_COLUMNS), expected_epoch_zk_version
-            )
+            return self.client.store.bulk_write_states(states, expected_epoch_zk_version, rows)
         return self._write_kazoo(states, expected_epoch_zk_version)
 
     def _write_kazoo(self, states: DataFrame, epoch_zk_version: int) -> DataFrame:
@@ -205,19 +211,19 @@ class PartitionStateStore:
         failed: list[tuple] = []
 
         def rows() -> Iterator[StateRow]:
-            for row in _arrow_rows(states.select(*STATE_COLUMNS)):
+            for row in _arrow_rows(states):
                 if row[6] == NEW_PARTITION_VERSION:
                     if row[0] not in topic_ok:
                         topic_ok[row[0]] = self._ensure_partitions_node(fenced, row[0])
                     if not topic_ok[row[0]]:
-                        failed.append((*row, "NONODE"))
+                        failed.append((*row[:-1], "NONODE"))
                         continue
                 yield row
 
         for row, error in write_batches(
             client.kazoo, rows(), epoch_zk_version, self.max_ops, self.max_bytes, self.window
         ):
-            failed.append((*row, error))
+            failed.append((*row[:-1], error))
         return states.sparkSession.createDataFrame(failed, FAILED_SCHEMA)
 
     def _ensure_partitions_node(self, fenced: FencedWriter, topic: str) -> bool:

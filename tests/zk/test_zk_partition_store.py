@@ -115,6 +115,25 @@ def test_create_update_errors_per_row(zk, spark) -> None:
     assert client.exists("/brokers/topics/nope") is None
 
 
+def test_a_row_written_several_times_ends_at_that_many_versions(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    schema = f"{STATES_SCHEMA.simpleString()[7:-1]}, writes int"
+    created = [("a", 0, 1, 0, [1, 2], 1, -1, 1), ("a", 1, 2, 0, [2], 1, -1, 3)]
+    assert store.write_states(spark.createDataFrame(created, schema), epoch_version).count() == 0
+    # An election then an ISR removal: two writes, as Kafka's controller makes them.
+    updated = [("a", 0, 2, 1, [2], 1, 0, 2), ("a", 1, 1, 1, [1], 1, 1, 2)]
+    failed = store.write_states(spark.createDataFrame(updated, schema), epoch_version)
+    assert [(r.partition, r.error) for r in failed.collect()] == [(1, "BADVERSION")]
+    assert _rows(store.read_states(spark)) == [
+        ("a", 0, 2, 1, [2], 1, 2),
+        ("a", 1, 2, 0, [2], 1, 2),
+    ]
+    data, stat = client.get(PartitionStateZNode.path("a", 0))
+    state = PartitionStateZNode.decode(data, PartitionStateZNode.path("a", 0))
+    assert stat.version == 2 and state.leader == 2
+
+
 def test_bulk_write_is_fenced_by_the_controller_epoch(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
     store = PartitionStateStore(client)

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -287,6 +288,24 @@ class ControllerEventManager:
             if self._dispatch(queued):
                 processed += 1
         return processed
+
+    def take_queued(self, accept: Callable[[ControllerEvent], bool]) -> list[ControllerEvent]:
+        """Claim the events at the head of the queue while ``accept`` holds, in queue order.
+
+        A handler that coalesces (one bulk pass for several queued events of its kind) takes
+        them here; they count as started now and are not processed again. Only the head run is
+        taken, so no event overtakes one of another kind. ``accept`` runs under the queue lock.
+        """
+        taken: list[ControllerEvent] = []
+        now = self._clock.now_ms()
+        with self._lock:
+            while self._queue and accept(self._queue[0].event):
+                queued = self._queue.popleft()
+                queued._started.set()
+                if queued._claim():
+                    self.metrics.event_queue_time_ms.update(now - queued.enqueue_time_ms)
+                    taken.append(queued.event)
+        return taken
 
     def _poll(self) -> QueuedEvent | None:
         with self._lock:

@@ -5,8 +5,10 @@ state znodes themselves and leave ``/isr_change_notification`` nodes: the contro
 notification at once — so a burst of queued notifications costs one bulk refresh, the others find
 nothing — reloads those partitions' leadership from ZooKeeper into a new generation, and completes
 reassignments whose targets joined the ISR. With AlterIsr the leader proposes, and the controller
-checks and writes the whole request in one pass. A failed log directory makes every replica of the
-broker offline (one directory per emulated broker) until the broker registers again.
+checks and writes the whole request in one pass; requests queued back to back for disjoint
+partitions share that pass (one commit), with the replies they would get one at a time. A failed
+log directory makes every replica of the broker offline (one directory per emulated broker) until
+the broker registers again.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ log = logging.getLogger(__name__)
 
 _KEY = [s.TOPIC_INDEX, s.PARTITION]
 ALTER_ISR_SCHEMA = (
-    f"{s.TOPIC_INDEX} int, {s.PARTITION} int, _req_epoch int, _new_isr array<int>, _req_version int"
+    f"{s.TOPIC_INDEX} int, {s.PARTITION} int, _sender int, _req_epoch int, _new_isr array<int>, "
+    "_req_version int"
 )
 ISR_UPDATED = "isr_updated"
 
@@ -117,32 +120,59 @@ class IsrEvents(_Controller):
 
     # -- §12.5 ---------------------------------------------------------------------------------
     def process_alter_isr_received(self, event: ev.AlterIsrReceived) -> None:
-        reply = event.callback or (lambda *a: None)
-        if not self.is_active:
-            reply("NOT_CONTROLLER")
-            return
-        broker = self.ctx.live_brokers.get(event.broker_id)
-        if broker is None or event.broker_epoch != broker.epoch:
-            reply("STALE_BROKER_EPOCH")
-            return
-        rows = [
-            (self.ctx.topics[tp.topic].index, tp.partition, item.leader_epoch, list(item.new_isr),
-             item.current_isr_version)
-            for tp, item in event.isrs_to_alter.items()
-            if tp.topic in self.ctx.topics
-        ]  # fmt: skip
-        errors = {
-            tp: "UNKNOWN_TOPIC_OR_PARTITION"
-            for tp in event.isrs_to_alter
-            if tp.topic not in self.ctx.topics
-        }
-        if rows:
-            errors |= self._alter_isr(event.broker_id, rows)
-        reply(errors)
-        if self.reassigning_partitions():
+        """One bulk pass for this request and the AlterIsr requests queued right behind it.
+
+        Requests join the pass while their partitions are disjoint from those already in it,
+        so each is checked against the state it would have seen processed alone.
+        """
+        batch = [event]
+        if self.is_active:
+            seen = set(event.isrs_to_alter)
+
+            def disjoint(other: ev.ControllerEvent) -> bool:
+                if not isinstance(other, ev.AlterIsrReceived) or seen & other.isrs_to_alter.keys():
+                    return False
+                seen.update(other.isrs_to_alter)
+                return True
+
+            batch += self.events.take_queued(disjoint)  # type: ignore[arg-type]
+        replies: list[tuple[ev.AlterIsrReceived, dict[ev.TopicPartition, str] | str]] = []
+        rows: list[tuple[Any, ...]] = []
+        for request in batch:
+            broker = self.ctx.live_brokers.get(request.broker_id)
+            if not self.is_active:
+                replies.append((request, "NOT_CONTROLLER"))
+            elif broker is None or request.broker_epoch != broker.epoch:
+                replies.append((request, "STALE_BROKER_EPOCH"))
+            else:
+                known = {
+                    tp: i for tp, i in request.isrs_to_alter.items() if tp.topic in self.ctx.topics
+                }
+                rows += [
+                    (self.ctx.topics[tp.topic].index, tp.partition, request.broker_id,
+                     item.leader_epoch, list(item.new_isr), item.current_isr_version)
+                    for tp, item in known.items()
+                ]  # fmt: skip
+                unknown = {
+                    tp: "UNKNOWN_TOPIC_OR_PARTITION"
+                    for tp in request.isrs_to_alter
+                    if tp not in known
+                }
+                replies.append((request, unknown))
+        errors = self._alter_isr(rows) if rows else {}
+        if self._record is not None and len(batch) > 1:
+            self._record.counters["coalesced_events"] = len(batch) - 1
+        for request, reply in replies:
+            callback = request.callback or (lambda *a: None)
+            if isinstance(reply, str):
+                callback(reply)
+            else:
+                callback(reply | {tp: errors[tp] for tp in request.isrs_to_alter if tp in errors})
+        if self.is_active and self.reassigning_partitions():
             self.maybe_complete_reassignments()
 
-    def _alter_isr(self, sender: int, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
+    def _alter_isr(self, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
+        """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
         table = self._table()
         w = s.width(table)
         requests = self.spark.createDataFrame(rows, ALTER_ISR_SCHEMA).withColumn(
@@ -159,7 +189,7 @@ class IsrEvents(_Controller):
             )
         )
         same = (
-            (F.col(s.LEADER) == sender)
+            (F.col(s.LEADER) == F.col("_sender"))
             & (F.col(s.LEADER_EPOCH) == F.col("_req_epoch"))
             & (current == F.col("_new_isr"))
         )
@@ -177,7 +207,7 @@ class IsrEvents(_Controller):
             c: F.when(write, v).otherwise(F.col(c))
             for c, v in _with_isr(F.col("_new_isr"), w).items()
         }
-        updates[s.LEADER] = F.when(write, F.lit(sender)).otherwise(F.col(s.LEADER))
+        updates[s.LEADER] = F.when(write, F.col("_sender")).otherwise(F.col(s.LEADER))
         updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
         out = joined.select(
             *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],

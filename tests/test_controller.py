@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from controller import events as ev
 from controller.emulation import EmulatedCluster
 from controller.records import ControllerSettings, EventRecord
 from controller.zk import InMemoryZooKeeper
@@ -114,3 +115,36 @@ def test_controller_session_expiry_moves_the_controller_and_fences_the_zombie(
         FencedWriter(c.brokers[2].zk, old_version).multi(
             [SetData(PartitionStateZNode.path("t", 0), b"{}")]
         )
+
+
+def test_queued_alter_isr_requests_coalesce_while_their_partitions_are_disjoint(
+    cluster: tuple,
+) -> None:
+    c, records = cluster
+    active = c.active_controller()
+    replies: list[tuple[str, object]] = []
+
+    def send(name: str, leader: int, tp: ev.TopicPartition, item: ev.AlterIsrItem) -> None:
+        epoch = c.brokers[leader].epoch
+        callback = lambda reply: replies.append((name, reply))  # noqa: E731
+        active.events.put(ev.AlterIsrReceived(leader, epoch, {tp: item}, callback))
+
+    t0, u0 = ev.TopicPartition("t", 0), ev.TopicPartition("u", 0)
+    mark = len(records)
+    send("shrink t-0", 2, t0, ev.AlterIsrItem(0, (2, 3), 0))
+    send("u-0 as is", 3, u0, ev.AlterIsrItem(0, (3,), 0))
+    # Same partition as the first: it must see the first one's write (version 1 by now).
+    send("stale t-0", 2, t0, ev.AlterIsrItem(0, (2,), 0))
+    send("unknown", 3, ev.TopicPartition("nope", 0), ev.AlterIsrItem(0, (3,), 0))
+    active.events.run_until_idle()
+
+    assert replies == [
+        ("shrink t-0", {t0: "NONE"}),
+        ("u-0 as is", {u0: "NONE"}),
+        ("stale t-0", {t0: "INVALID_UPDATE_VERSION"}),
+        ("unknown", {ev.TopicPartition("nope", 0): "UNKNOWN_TOPIC_OR_PARTITION"}),
+    ]
+    passes = [r for r in records[mark:] if r.event == "AlterIsrReceived"]
+    assert [r.counters.get("coalesced_events", 0) for r in passes] == [1, 1]
+    assert [r.counters.get("isr_updated", 0) for r in passes] == [1, 0]
+    assert _zk_state(c, "t", 0)[2:] == ([2, 3], 1, 1)

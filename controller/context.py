@@ -90,6 +90,7 @@ class ControllerContext:
         # until the broker registers again (spec §8.6).
         self.offline_dir_brokers: set[int] = set()
         self.topics: dict[str, TopicEntry] = {}
+        self._topics_frame: DataFrame | None = None  # built once per change of ``topics``
         self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
         self.partitions: DataFrame | None = None
         self._persisted: DataFrame | None = None
@@ -135,12 +136,15 @@ class ControllerContext:
         index = max((t.index for t in self.topics.values()), default=-1) + 1
         entry = TopicEntry(name, index, partitions, dict(config or {}))
         self.topics[name] = entry
+        self._topics_frame = None
         return entry
 
     def topics_frame(self) -> DataFrame:
         """(topic_index, topic): small, built from the driver's topic list."""
-        rows = [(t.index, t.name) for t in self.topics.values()]
-        return self.spark.createDataFrame(rows, s.TOPICS_SCHEMA)
+        if self._topics_frame is None:
+            rows = [(t.index, t.name) for t in self.topics.values()]
+            self._topics_frame = self.spark.createDataFrame(rows, s.TOPICS_SCHEMA)
+        return self._topics_frame
 
     def topic_indices(self, names: set[str]) -> list[int]:
         return sorted(self.topics[n].index for n in names if n in self.topics)
@@ -151,6 +155,7 @@ class ControllerContext:
     def remove_topics(self, names: set[str]) -> None:
         for n in names:
             self.topics.pop(n, None)
+        self._topics_frame = None
 
     # -- generations ---------------------------------------------------------------------------
     def commit(

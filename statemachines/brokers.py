@@ -18,6 +18,8 @@ from statemachines.columns import literal_array
 
 _ISIN_LIMIT = 16
 _LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin regardless
+_MEMBERSHIP_LIMIT = 512
+_MEMBERSHIP: dict[tuple[frozenset[int], str], Column] = {}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,17 @@ class BrokerSet:
         """True where ``broker`` is in the set; false for EMPTY_SLOT and unknown ids."""
         if not self.ids:
             return F.lit(False)
+        # Every event asks about the same few sets and columns many times; a Column is an
+        # immutable expression, so one built for (set, column) serves them all.
+        key = (self.ids, str(broker))
+        cached = _MEMBERSHIP.get(key)
+        if cached is None:
+            if len(_MEMBERSHIP) >= _MEMBERSHIP_LIMIT:
+                _MEMBERSHIP.clear()
+            cached = _MEMBERSHIP[key] = self._membership(broker)
+        return cached
+
+    def _membership(self, broker: Column) -> Column:
         top = max(self.ids)
         if len(self.ids) <= _ISIN_LIMIT or top > _LOOKUP_LIMIT or min(self.ids) < 0:
             return broker.isin(sorted(self.ids))

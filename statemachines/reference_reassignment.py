@@ -114,10 +114,14 @@ class ReassignmentOutcome:
 
 
 def _replica_step(
-    out: ReassignmentOutcome, key: Key, brokers: Sequence[int], target: ReplicaState
+    out: ReassignmentOutcome,
+    key: Key,
+    brokers: Sequence[int],
+    target: ReplicaState,
+    controller_epoch: int | None = None,
 ) -> None:
     step = handle_replica_state_changes(
-        out.partitions, out.states, [(*key, r) for r in brokers], target
+        out.partitions, out.states, [(*key, r) for r in brokers], target, controller_epoch
     )
     out.partitions, out.states = step.partitions, step.states
 
@@ -133,12 +137,14 @@ def _bump_epoch(out: ReassignmentOutcome, key: Key, view: View) -> None:
     )
 
 
-def _stop_and_delete(out: ReassignmentOutcome, key: Key, brokers: Sequence[int]) -> None:
+def _stop_and_delete(
+    out: ReassignmentOutcome, key: Key, brokers: Sequence[int], view: View
+) -> None:
     """B4/B5 (and U3): → Offline (ISR removal) → DeletionStarted → Successful → NonExistent."""
     if not brokers:
         return
     before = out.partitions[key].leader_epoch
-    _replica_step(out, key, brokers, ReplicaState.OfflineReplica)
+    _replica_step(out, key, brokers, ReplicaState.OfflineReplica, view.controller_epoch)
     writes = out.partitions[key].leader_epoch - before
     out.isr_shrinks[key] = out.isr_shrinks.get(key, 0) + writes
     for target in (
@@ -175,7 +181,7 @@ def _complete(out: ReassignmentOutcome, key: Key, view: View) -> None:
             out.leader_moved.add(key)
         if key in step.failed:
             out.failed_election.add(key)
-    _stop_and_delete(out, key, removing)  # B4, B5
+    _stop_and_delete(out, key, removing, view)  # B4, B5
     out.assignment_changed.add(key)  # B6
     out.completed.add(key)
 
@@ -208,7 +214,7 @@ def on_partition_reassignment(
         out.partitions[key] = replace(
             p, replicas=full, adding_replicas=adding, removing_replicas=removing
         )
-        _stop_and_delete(out, key, [r for r in p.replicas if r not in full])  # U3
+        _stop_and_delete(out, key, [r for r in p.replicas if r not in full], view)  # U3
         p = out.partitions[key]
         if not p.has_leadership:
             out.errors[key] = UNKNOWN_SERVER_ERROR

@@ -113,7 +113,9 @@ class DeletionModel:
 
     # -- state machine helpers -----------------------------------------------------------------
     def _replicas_to(self, keys: Iterable[ReplicaKey], target: ReplicaState) -> None:
-        step = handle_replica_state_changes(self.partitions, self.states, list(keys), target)
+        step = handle_replica_state_changes(
+            self.partitions, self.states, list(keys), target, self.view.controller_epoch
+        )
         self.partitions, self.states = step.partitions, step.states
 
     def _partitions_to(self, keys: list[Key], target: PartitionState) -> None:

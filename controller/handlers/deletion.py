@@ -327,7 +327,10 @@ class TopicDeletionManager:
         df = df.where(~F.col("_complete"))
         keep = [*cols, *_STEP]
         retry = replica_changes(
-            df, lambda _b, k: F.col("_retry") & (_code(k) == inelig), _R.OfflineReplica
+            df,
+            lambda _b, k: F.col("_retry") & (_code(k) == inelig),
+            _R.OfflineReplica,
+            view.controller_epoch,
         ).outcomes.select(*keep, F.col(ISR_WRITES).alias("_shrinks_a"))
         keep.append("_shrinks_a")
         first = F.col("_first_start")
@@ -343,7 +346,7 @@ class TopicDeletionManager:
         def go_on(_b: Column, k: int) -> Column:
             return start_col & view.online(k) & (_code(k) != succ)
 
-        df = replica_changes(df, go_on, _R.OfflineReplica).outcomes.select(
+        df = replica_changes(df, go_on, _R.OfflineReplica, view.controller_epoch).outcomes.select(
             *keep, (F.col("_shrinks_a") + F.col(ISR_WRITES)).alias(ISR_SHRINKS)
         )
         df = replica_changes(df, go_on, _R.ReplicaDeletionStarted).outcomes

@@ -173,13 +173,16 @@ def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
     )
 
 
-def _step(df: DataFrame, picked: str, target: ReplicaState) -> DataFrame:
+def _step(
+    df: DataFrame, picked: str, target: ReplicaState, controller_epoch: int | None = None
+) -> DataFrame:
     """One replica transition for positions whose bit is set in column ``picked``."""
-    out = replica_changes(df, lambda _b, k: bit(F.col(picked), k), target).outcomes
+    out = replica_changes(df, lambda _b, k: bit(F.col(picked), k), target, controller_epoch)
+    out = out.outcomes
     return out.withColumn(ISR_SHRINKS, F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).drop(ISR_WRITES)
 
 
-def _stop_and_delete(df: DataFrame, w: int, picked: str) -> DataFrame:
+def _stop_and_delete(df: DataFrame, w: int, picked: str, view: ClusterView) -> DataFrame:
     """→ Offline (ISR removal, one write each) → DeletionStarted → Successful → NonExistent.
 
     Only the Offline step changes anything but the replica's own state, and the positions leave
@@ -187,7 +190,7 @@ def _stop_and_delete(df: DataFrame, w: int, picked: str) -> DataFrame:
     assignment, U2/B2; here a state exists only for an assigned replica), so the deletion
     states are not staged one by one: the replicas are dropped after the ISR removal.
     """
-    df = _step(df, picked, ReplicaState.OfflineReplica)
+    df = _step(df, picked, ReplicaState.OfflineReplica, view.controller_epoch)
     df = df.withColumns(
         {f"_keep_{k}": _present(k) & ~bit(F.col(picked), k) for k in range(w)}
         | {f"_st_{k}": F.col(s.replica_state_col(k)).cast("int") for k in range(w)}
@@ -239,7 +242,7 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
         }
     ).drop(OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
     df = df.withColumn("_pick", F.when(sel, F.col(s.REMOVING_MASK)).otherwise(0))
-    df = _stop_and_delete(df, w, "_pick")  # B4, B5
+    df = _stop_and_delete(df, w, "_pick", view)  # B4, B5
     return df.withColumns(
         {
             s.ADDING_MASK: F.when(sel, 0).otherwise(F.col(s.ADDING_MASK)),
@@ -332,7 +335,7 @@ def start_reassignment(
         "_apply",
         updates["_pick"].alias("_pick"),
     )
-    df = _stop_and_delete(df, w, "_pick")  # U3
+    df = _stop_and_delete(df, w, "_pick", view)  # U3
     has = has_leadership()
     complete = ~_being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from controller.checkpoint import local_checkpoint
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -174,7 +175,7 @@ class ControllerContext:
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event. The
         # checkpointed blocks of dropped generations are freed by Spark's cleaner on JVM GC.
-        table = table.localCheckpoint(eager=False)
+        table = local_checkpoint(table, eager=False)
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         deleting = self.deleting

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.broker_events import BrokerEvents
+from controller.checkpoint import local_checkpoint
 from controller.context import ControllerContext, Gauges, LiveBroker
 from controller.diff import generation_diff
 from controller.election_events import ElectionEvents
@@ -286,7 +287,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         if previous is not None:
             # One job finds what the event changed; ZooKeeper writes, broker requests and the
             # state-change log are all read off that small frame.
-            diff = generation_diff(previous, self.ctx.partitions).localCheckpoint()
+            diff = local_checkpoint(generation_diff(previous, self.ctx.partitions))
             store = self.store if write_zk else None
             written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version)
             view = self.ctx.view()

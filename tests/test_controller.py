@@ -20,6 +20,7 @@ from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import ControllerEpochZNode, ControllerZNode, PartitionStateZNode
 from statemachines import schemas as s
+from tests.test_checkpoint import LONG_MAX_DIGITS, estimate_digits
 
 T0 = ("t", 0, [2, 3, 1], [], [], [2, 3, 1], 2, 0, 0, 1, "OnlinePartition")
 U0 = ("u", 0, [3], [], [], [3], 3, 0, 0, 1, "OnlinePartition")
@@ -148,3 +149,17 @@ def test_queued_alter_isr_requests_coalesce_while_their_partitions_are_disjoint(
     assert [r.counters.get("coalesced_events", 0) for r in passes] == [1, 1]
     assert [r.counters.get("isr_updated", 0) for r in passes] == [1, 0]
     assert _zk_state(c, "t", 0)[2:] == ([2, 3], 1, 1)
+
+
+def test_generations_and_the_zookeeper_table_keep_a_bounded_size_estimate(cluster: tuple) -> None:
+    c, _ = cluster
+    for _ in range(3):
+        c.crash(3)
+        c.drain()
+        c.start_broker(3)
+        c.drain()
+    active = c.active_controller()
+    assert active is not None and active.ctx.partitions is not None
+    base = c.store.partitions.base
+    assert estimate_digits(active.ctx.partitions) <= LONG_MAX_DIGITS
+    assert estimate_digits(base) <= LONG_MAX_DIGITS

@@ -1,7 +1,7 @@
 """DataFrame-backed partition znodes of the in-memory ZooKeeper.
 
 ``/brokers/topics/T/partitions/P`` and ``.../P/state`` number in the millions, so the in-memory
-store keeps them as rows of one persisted DataFrame (one row per partition node, with its state
+store keeps them as rows of one checkpointed DataFrame (one row per partition node, with its state
 znode's payload decoded into columns and both nodes' stats), not as Python objects.
 
 * Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise that row as
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from controller.checkpoint import local_checkpoint
 from controller.zk.memory_rows import (
     INTERNAL_SCHEMA,
     ROW_COLUMNS,
@@ -77,7 +78,6 @@ class PartitionRegion:
         self.snapshot_every = snapshot_every
         self.broadcast_rows = broadcast_rows
         self._generation = 0
-        self._held: DataFrame | None = None  # the persisted DataFrame behind ``base``
         self._workdir: str | None = None
 
     # -- Region protocol -------------------------------------------------------------------
@@ -152,13 +152,13 @@ class PartitionRegion:
     def _empty(self, spark: SparkSession) -> DataFrame:
         return spark.createDataFrame([], INTERNAL_SCHEMA)
 
-    def _install(self, new_base: DataFrame, held: DataFrame | None = None) -> None:
-        """Make ``new_base`` the current generation and drop the old one's cache.
+    def _install(self, new_base: DataFrame, materialised: bool = False) -> None:
+        """Make ``new_base`` the current generation.
 
-        ``held`` is an already materialised, persisted DataFrame that ``new_base`` is a lazy
-        projection of (the bulk merge); otherwise ``new_base`` is persisted and materialised here.
+        ``materialised``: ``new_base`` is a lazy projection of a checkpointed frame (the bulk
+        merge); otherwise it is checkpointed here. Every ``snapshot_every`` generations it goes
+        through Parquet instead. Blocks of earlier generations go when nothing references them.
         """
-        old = self._held
         self._generation += 1
         if self.snapshot_every and self._generation % self.snapshot_every == 0:
             if self._workdir is None:
@@ -166,13 +166,9 @@ class PartitionRegion:
             target = f"{self._workdir}/gen-{self._generation}"
             new_base.write.parquet(target)
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
-            held = None
-        if held is None:
-            new_base = held = new_base.persist()
-            new_base.count()
-        if old is not None and old is not held:
-            old.unpersist()
-        self.base, self._held = new_base, held
+        elif not materialised:
+            new_base = local_checkpoint(new_base)
+        self.base = new_base
 
     def flush(self) -> None:
         """Merge single-op changes into the DataFrame; forget materialised rows."""
@@ -197,9 +193,7 @@ class PartitionRegion:
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
-        if self._held is not None:
-            self._held.unpersist()
-        self.base = self._held = None
+        self.base = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -274,10 +268,10 @@ class PartitionRegion:
             "raw": pick(F.lit(None).cast("binary"), F.lit(None).cast("binary"), "raw"),
         }
         outcome = F.when(created, "created").when(written, "updated").otherwise(F.col("error"))
-        m = m.select(
+        m = local_checkpoint(m.select(
             TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
             *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
-        ).localCheckpoint()  # fmt: skip
+        ))  # fmt: skip
         summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
         counts = {(r[0], r[1]): r[2] for r in summary.collect()}
         failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
@@ -294,7 +288,7 @@ class PartitionRegion:
                 .collect()
             ]
         # The merge result stays cached and backs the new generation (one pass per write).
-        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), held=m)
+        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
         for (topic, result), n in counts.items():
             if result == "created":
                 self.counts[topic] = self.counts.get(topic, 0) + n

@@ -32,6 +32,7 @@ from controller.zk.ensemble import Ensemble, open_ensemble
 from controller.zk.kafka_zk_client import get_all_brokers
 from controller.zk.paths import BROKER_TOPICS
 from spark_app.cluster_builder import initial_partitions
+from spark_app.progress import Progress
 from spark_app.scenario import Scenario
 from spark_app.scenario import events as se
 from statemachines import schemas as s
@@ -212,11 +213,17 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         shutil.rmtree(out / "state-change")
     (out / "state-change.log").unlink(missing_ok=True)
     changes = EventStateChangeLog(StateChangeLog(out, text))
+    progress = Progress(scenario.until)
+
+    def on_event(record: EventRecord) -> None:
+        records.append(record)
+        progress.update(record.at_ms, len(records))
+
     cluster = EmulatedCluster(
         spark,
         ensemble,
         settings_of(scenario),
-        on_event=records.append,
+        on_event=on_event,
         catch_up_ms=scenario.emulation.catch_up_ms,
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
@@ -240,6 +247,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     for event in scenario.timeline():
         cluster.timer.schedule_at(event.at, lambda e=event: actor.apply(e))
     cluster.advance_to(scenario.until)
+    progress.close(scenario.until, len(records))
     summary = _write_outputs(cluster, scenario, records, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,47 @@
+"""The ``kce run`` progress line: drawn on a real terminal (a pty), silent on a pipe or file."""
+
+from __future__ import annotations
+
+import io
+import os
+
+from spark_app.progress import Progress
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+        if len(data) < 4096:
+            break
+    return b"".join(chunks).decode()
+
+
+def test_progress_redraws_one_line_on_a_terminal() -> None:
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w", closefd=True) as tty:
+        progress = Progress(600_000, tty, interval_s=0)
+        progress.update(300_000, 12)
+        progress.close(600_000, 40)
+        text = _read_all(master)
+    os.close(master)
+    frames = [f for f in text.replace("\r\n", "\n").split("\r") if f]
+    assert frames[0].startswith("[" + "#" * 15 + " " * 15 + "] 300.0s / 600.0s virtual · 12 events")
+    assert frames[-1].rstrip("\n").strip() == (
+        "[" + "#" * 30 + "] 600.0s / 600.0s virtual · 40 events"
+    )
+    assert text.endswith("\n")
+
+
+def test_progress_is_silent_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    progress = Progress(1_000, out, interval_s=0)
+    progress.update(500, 1)
+    progress.close(1_000, 2)
+    assert out.getvalue() == ""

@@ -206,6 +206,17 @@ def test_deletion_happy_path_with_gauges(spark: SparkSession) -> None:
     assert drv.manager.topic_gauges()["TopicsToDeleteCount"] == 0
 
 
+def test_deletion_isr_removals_carry_the_current_controller_epoch(spark: SparkSession) -> None:
+    live = {1, 2, 3}
+    view = ClusterView(BrokerSet.of(live), controller_epoch=5)
+    drv, _ = _cluster(spark, live)
+    drv.commit(drv.manager.enqueue_topics_for_deletion(drv.table, {drv.topics["foo"]}, view))
+    parts, _ = drv.state()
+    # Each replica's → OfflineReplica removes it from the ISR, written by controller epoch 5.
+    assert {parts[("foo", p)].controller_epoch for p in (0, 1)} == {5}
+    assert parts[("keep", 0)].controller_epoch == 1
+
+
 def test_deletion_blocked_by_dead_broker_resumes_when_it_returns(spark: SparkSession) -> None:
     live = {1, 3}
     drv, parts = _cluster(spark, live)

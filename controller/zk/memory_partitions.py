@@ -4,9 +4,10 @@
 store keeps them as rows of one checkpointed DataFrame (one row per partition node, with its state
 znode's payload decoded into columns and both nodes' stats), not as Python objects.
 
-* Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise that row as
-  ``Znode`` objects on first touch and keep the change in a small driver-side overlay; the overlay
-  is merged into the DataFrame before the next bulk operation.
+* Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise the rows of
+  that topic (of that one partition, for topics above ``TOPIC_LOAD_LIMIT``) as ``Znode`` objects
+  on first touch and keep changes in a small driver-side overlay; the overlay is merged into the
+  DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with one full outer join and per-row version checks
   (``bulk_write``). The merge result is checkpointed locally, so every generation's plan starts
   from materialised rows (a plan that grew with every write would make each write slower and,
@@ -47,6 +48,7 @@ from statemachines.schemas import (
 
 _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
+TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 
 
 def parse(path: str) -> tuple[Key, bool] | None:
@@ -130,18 +132,18 @@ class PartitionRegion:
     # -- materialising single rows ---------------------------------------------------------
     def _entry(self, key: Key) -> Entry:
         entry = self.overlay.get(key)
-        if entry is None:
-            entry = Entry(None, None)
-            if self.base is not None and self.counts.get(key[0]):
-                rows = (
-                    self.base.filter((F.col(TOPIC) == key[0]) & (F.col(PARTITION) == key[1]))
-                    .limit(1)
-                    .collect()
-                )
-                if rows:
-                    entry = from_row(rows[0].asDict())
-            self.overlay[key] = entry
-        return entry
+        if entry is not None:
+            return entry
+        topic = key[0]
+        if self.base is not None and self.counts.get(topic):
+            # One Spark job materialises the whole topic (up to a limit): single ops come in
+            # bursts over one topic's partitions (leaders' ISR writes, admin reads).
+            wanted = F.col(TOPIC) == topic
+            if self.counts[topic] > TOPIC_LOAD_LIMIT:
+                wanted = wanted & (F.col(PARTITION) == key[1])
+            for row in self.base.filter(wanted).collect():
+                self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row.asDict()))
+        return self.overlay.setdefault(key, Entry(None, None))
 
     # -- generations -----------------------------------------------------------------------
     def _spark(self) -> SparkSession:

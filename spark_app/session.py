@@ -65,6 +65,10 @@ def get_spark(
         "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         "spark.sql.codegen.hugeMethodLimit": "1000000",
+        # Plans are built from many small Column calls; with DataFrame debugging on, each one
+        # also walks the Python stack and makes several extra JVM round trips to record its
+        # call site (about 4x the round trips of an election's plan).
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if not submitted:
         # The embedded controller keeps its generations, their diffs and the in-memory

@@ -285,9 +285,9 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         assert self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
         if previous is not None:
-            # One job finds what the event changed; ZooKeeper writes, broker requests and the
-            # state-change log are all read off that small frame.
-            diff = local_checkpoint(generation_diff(previous, self.ctx.partitions))
+            # What the event changed, materialised by the first pass over it (the ZooKeeper write
+            # totals); writes, broker requests and the state-change log read that small frame.
+            diff = local_checkpoint(generation_diff(previous, self.ctx.partitions), eager=False)
             store = self.store if write_zk else None
             written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version)
             view = self.ctx.view()

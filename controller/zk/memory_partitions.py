@@ -48,6 +48,7 @@ from statemachines.schemas import (
 
 _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
+KEY = [TOPIC, PARTITION]
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 
 
@@ -230,16 +231,59 @@ class PartitionRegion:
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
             F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
         )  # fmt: skip
-        topics = spark.createDataFrame(
-            [(t, True) for t in known_topics], "topic string, t_ok boolean"
-        )
-        m = self._align(base, upd, rows).join(F.broadcast(topics), TOPIC, "left")
+        # Topic names never contain a comma (Kafka's legal characters): one folded literal array.
+        topic_known = F.array_contains(F.split(F.lit(",".join(known_topics)), ","), F.col(TOPIC))
+
+        def merged(aligned: DataFrame) -> tuple[DataFrame, dict[tuple[str, str], int]]:
+            # Checkpointed lazily: the summary's pass materialises it, once.
+            m = local_checkpoint(self._merged(aligned, topic_known, zxid, now_ms), eager=False)
+            summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
+            return m, {(r[0], r[1]): r[2] for r in summary.collect()}
+
+        if not any(self.counts.values()):
+            m, counts = merged(_without_base(upd))
+        elif (n := upd.count() if rows is None else rows) > self.broadcast_rows:
+            m, counts = merged(base.join(upd, KEY, "full_outer"))
+        else:
+            # The usual controller write: the updates are broadcast and the large table is
+            # scanned in place. Updates without a row (creates; NONODE) are merged apart, only
+            # when the first pass did not account for every update.
+            m, counts = merged(base.join(F.broadcast(upd), KEY, "left"))
+            if sum(counts.values()) < n:
+                matched = m.filter(F.col("u_expected").isNotNull()).select(*KEY)
+                missing = upd.join(F.broadcast(matched), KEY, "left_anti")
+                extra, more = merged(_without_base(missing).coalesce(1))
+                m = self._compacted(m.unionByName(extra))
+                counts |= more
+        failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
+        touched: list[tuple[str, int, str]] = []
+        # Watched keys need events; rewritten malformed keys become well-formed.
+        interesting = set(watched) | self.malformed
+        if interesting:
+            keys = spark.createDataFrame(sorted(interesting), INTERNAL_SCHEMA[:2])
+            touched = [
+                (r[0], r[1], r[2])
+                for r in m.filter(F.col("outcome").isin("created", "updated"))
+                .join(F.broadcast(keys), KEY, "left_semi")
+                .select(TOPIC, PARTITION, "outcome")
+                .collect()
+            ]
+        # The merge result stays cached and backs the new generation (one pass per write).
+        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
+        for (topic, result), n in counts.items():
+            if result == "created":
+                self.counts[topic] = self.counts.get(topic, 0) + n
+        self.malformed -= {(t, p) for t, p, _ in touched}
+        return BulkOutcome(counts, failed, touched)
+
+    @staticmethod
+    def _merged(m: DataFrame, topic_known: Column, zxid: int, now_ms: int) -> DataFrame:
+        """Aligned rows (base columns, ``u_*`` update columns) after the write: new node
+        columns, ``outcome`` (created/updated/error code; null where nothing was asked)."""
         exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
         error = (
             F.when(expected.isNull(), F.lit(None))
-            .when(
-                expected == -1, F.when(exists, "NODEEXISTS").when(F.col("t_ok").isNull(), "NONODE")
-            )
+            .when(expected == -1, F.when(exists, "NODEEXISTS").when(~topic_known, "NONODE"))
             .when(~F.coalesce(F.col("has_state"), F.lit(False)), "NONODE")
             .when(F.col(ZK_VERSION) != expected, "BADVERSION")
         )
@@ -270,53 +314,19 @@ class PartitionRegion:
             "raw": pick(F.lit(None).cast("binary"), F.lit(None).cast("binary"), "raw"),
         }
         outcome = F.when(created, "created").when(written, "updated").otherwise(F.col("error"))
-        m = local_checkpoint(m.select(
+        return m.select(
             TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
             *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
-        ))  # fmt: skip
-        summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
-        counts = {(r[0], r[1]): r[2] for r in summary.collect()}
-        failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
-        touched: list[tuple[str, int, str]] = []
-        # Watched keys need events; rewritten malformed keys become well-formed.
-        interesting = set(watched) | self.malformed
-        if interesting:
-            keys = spark.createDataFrame(sorted(interesting), INTERNAL_SCHEMA[:2])
-            touched = [
-                (r[0], r[1], r[2])
-                for r in m.filter(written)
-                .join(F.broadcast(keys), [TOPIC, PARTITION], "left_semi")
-                .select(TOPIC, PARTITION, "outcome")
-                .collect()
-            ]
-        # The merge result stays cached and backs the new generation (one pass per write).
-        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
-        for (topic, result), n in counts.items():
-            if result == "created":
-                self.counts[topic] = self.counts.get(topic, 0) + n
-        self.malformed -= {(t, p) for t, p, _ in touched}
-        return BulkOutcome(counts, failed, touched)
+        )  # fmt: skip
 
-    def _align(self, base: DataFrame, upd: DataFrame, rows: int | None) -> DataFrame:
-        """Every base row and every update side by side (a full outer join on the key).
-
-        A write of up to ``broadcast_rows`` rows (the controller's usual case) broadcasts the
-        updates instead, so the large table is scanned in place rather than shuffled.
-        """
-        key = [TOPIC, PARTITION]
-
-        def without_base(df: DataFrame) -> DataFrame:
-            nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in INTERNAL_SCHEMA.fields[2:]]
-            return df.select(*key, *nulls, *[c for c in df.columns if c not in key])
-
-        if not any(self.counts.values()):
-            return without_base(upd)
-        if (upd.count() if rows is None else rows) > self.broadcast_rows:
-            return base.join(upd, key, "full_outer")
-        small = F.broadcast(upd)
-        present = base.join(small, key, "left_semi").select(*key)
-        missing = upd.join(present, key, "left_anti")
-        return base.join(small, key, "left").unionByName(without_base(missing))
+    @staticmethod
+    def _compacted(m: DataFrame) -> DataFrame:
+        """``m`` (the merge plus a one-partition tail of new rows), coalesced to the default
+        parallelism once the tails have doubled it: creates would otherwise add a partition each."""
+        target = m.sparkSession.sparkContext.defaultParallelism
+        if m.rdd.getNumPartitions() <= 2 * target:
+            return m
+        return local_checkpoint(m.coalesce(target))
 
     @staticmethod
     def _failed(m: DataFrame, any_failed: bool) -> DataFrame:
@@ -327,3 +337,9 @@ class PartitionRegion:
         if not any_failed:
             return failed.sparkSession.createDataFrame([], failed.schema)
         return failed  # lazy over the cached merge result
+
+
+def _without_base(upd: DataFrame) -> DataFrame:
+    """Update rows aligned with no table row (every node column null)."""
+    nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in INTERNAL_SCHEMA.fields[2:]]
+    return upd.select(*KEY, *nulls, *[c for c in upd.columns if c not in KEY])

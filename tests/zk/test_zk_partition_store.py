@@ -14,6 +14,7 @@ from controller.zk import (
     NEW_PARTITION_VERSION,
     STATES_SCHEMA,
     ControllerMovedError,
+    InMemoryZooKeeper,
     MalformedZnodeError,
     PartitionStateStore,
     changed_states,
@@ -198,3 +199,33 @@ def test_changed_states_keeps_only_rows_that_differ(spark) -> None:
         STATES_SCHEMA,
     )
     assert [r.partition for r in changed_states(old, new).orderBy(PARTITION).collect()] == [1, 2]
+
+
+def test_creates_into_a_populated_store_keep_its_partitioning(spark) -> None:
+    # Creates are merged apart from the scan of the table (one small tail per write); the
+    # table's partition count must not grow with every topic created.
+    store = InMemoryZooKeeper()
+
+    class Started:
+        def client(self):
+            client = store.client()
+            client.start()
+            return client
+
+    client, epoch_version = _cluster(Started(), [f"t{i}" for i in range(10)])
+    writer = PartitionStateStore(client)
+    assert writer.write_states(_states(spark, 1000, 10), epoch_version).count() == 0
+    start = store.partitions.base.rdd.getNumPartitions()
+    for i in range(10):
+        client.create(f"/brokers/topics/new{i}", b'{"version":3,"partitions":{}}')
+        one = _states(spark, 3, 1).withColumn(TOPIC, F.lit(f"new{i}"))
+        assert writer.write_states(one, epoch_version).count() == 0
+    assert store.partitions.base.rdd.getNumPartitions() <= 2 * start
+    read = writer.read_states(spark)
+    assert read.count() == 1030
+    assert read.filter(F.col(TOPIC) == "new9").select(PARTITION).orderBy(PARTITION).collect() == [
+        (0,),
+        (1,),
+        (2,),
+    ]
+    store.close()

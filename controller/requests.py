@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from controller.diff import prev
-from controller.state_change_log import (
+from controller.transitions import (
     SLOT_ASSIGNED,
     SLOT_BROKER,
     SLOT_CURRENT,

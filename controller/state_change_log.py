@@ -14,24 +14,8 @@
 | TRACE | any replica transition | ``Changed state of replica <r> for partition <t-p> from <S> to <T>`` |
 | INFO  | ISR removal of → OfflineReplica | ``Partition <t-p> state changed to (Leader:<l>,ISR:<i,j>,LeaderEpoch:<e>,ZkVersion:<v>,ControllerEpoch:<c>) after removing replica <r> from the ISR as part of transition to OfflineReplica`` |
 
-How the diff's before/after pairs become Kafka's transitions:
-
-* A diff only sees where a partition or replica started and ended. Kafka moves through
-  intermediate states within one event (creation NonExistent → New → Online, deletion
-  Online → Offline → NonExistent, a removed replica Online → Offline → ReplicaDeletionStarted →
-  ReplicaDeletionSuccessful → NonExistent). Where the end state cannot be entered from the start
-  state directly, the lines follow the shortest chain of valid transitions (Kafka's
-  valid-previous tables, §5.1/§6.1), which is exactly the chain of those flows.
-* Replicas are matched by broker id between the previous and the new assignment (a
-  reassignment reorders positions); a replica absent on one side is NonExistentReplica there.
-* A partition that is OnlinePartition before and after logs a line only when its leader changed
-  to a broker (an election: preferred, controlled shutdown, reassign, offline). If the previous
-  leader's replica went OfflineReplica in the same event, the partition went through
-  OfflinePartition first (broker failure, §8.2), so the lines are Online → Offline, then
-  Offline → Online. An epoch bump without a new leader (ISR removal, reassignment's
-  ``updateLeaderEpoch``) or a pure ISR/zkVersion change logs no partition line, as in Kafka.
-* The ISR-removal line is logged for every replica that went OfflineReplica in a partition with
-  leadership — also when the replica was not in the ISR (Kafka logs the unchanged value then).
+The before/after pairs of the diff become Kafka's transitions as ``controller.transitions``
+describes (shortest valid chains, replicas matched by broker id, elections told apart).
 
 Where this differs from Kafka's own log:
 
@@ -49,21 +33,29 @@ appends them to ``<out>/state-change.log`` in Kafka's log4j layout.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping
-from enum import IntEnum
 from itertools import pairwise
-from typing import TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import diff_columns, prev
+from controller.diff import prev
+from controller.transitions import (
+    ELECTION_KEY,
+    ELECTION_VIA_OFFLINE_KEY,
+    KEY_BASE,
+    PARTITION_CHAINS,
+    REPLICA_CHAINS,
+    SLOT_BROKER,
+    SLOT_CURRENT,
+    SLOT_PREVIOUS,
+    SLOTS,
+    check_diff,
+    partition_codes,
+    slot_key,
+    with_replica_slots,
+)
 from statemachines import schemas as s
-from statemachines.columns import first_of, in_list
-from statemachines.partition_states import VALID_PREVIOUS_STATES as PARTITION_VALID_PREVIOUS
 from statemachines.partition_states import PartitionState
-from statemachines.replica_states import VALID_PREVIOUS_STATES as REPLICA_VALID_PREVIOUS
 from statemachines.replica_states import ReplicaState
 
 LEVEL = "level"
@@ -75,136 +67,6 @@ LOGGER = "state.change.logger"
 
 _P = PartitionState
 _R = ReplicaState
-S = TypeVar("S", bound=IntEnum)
-
-# ---- transitions implied by a before/after pair --------------------------------------------------
-
-_KEY_BASE = 16  # codes of both state enums are below this
-
-
-def path_key(previous: int, current: int) -> int:
-    return previous * _KEY_BASE + current
-
-
-def shortest_paths(
-    states: type[S], table: Mapping[S, frozenset[S]]
-) -> dict[tuple[S, S], tuple[S, ...]]:
-    """For every ordered pair of distinct states, the shortest chain of valid transitions.
-
-    Breadth-first over ``table`` (target -> valid previous states), successors in enum order, so
-    the chain is deterministic. Pairs with no chain are absent.
-    """
-    successors = {a: [b for b in states if a in table[b]] for a in states}
-    paths: dict[tuple[S, S], tuple[S, ...]] = {}
-    for start in states:
-        seen = {start: (start,)}
-        queue = deque([start])
-        while queue:
-            here = queue.popleft()
-            for nxt in successors[here]:
-                if nxt not in seen:
-                    seen[nxt] = (*seen[here], nxt)
-                    queue.append(nxt)
-        paths.update({(start, end): p for end, p in seen.items() if end != start})
-    return paths
-
-
-REPLICA_PATHS = shortest_paths(ReplicaState, REPLICA_VALID_PREVIOUS)
-PARTITION_PATHS = shortest_paths(PartitionState, PARTITION_VALID_PREVIOUS)
-
-# Online -> Online is no transition in a diff; these two keys stand for an election.
-ELECTION_KEY = path_key(_P.OnlinePartition, _P.OnlinePartition)
-ELECTION_VIA_OFFLINE_KEY = _KEY_BASE * _KEY_BASE
-_PARTITION_CHAINS: dict[int, tuple[PartitionState, ...]] = {
-    path_key(a, b): p for (a, b), p in PARTITION_PATHS.items()
-} | {
-    ELECTION_KEY: (_P.OnlinePartition, _P.OnlinePartition),
-    ELECTION_VIA_OFFLINE_KEY: (_P.OnlinePartition, _P.OfflinePartition, _P.OnlinePartition),
-}
-_REPLICA_CHAINS: dict[int, tuple[ReplicaState, ...]] = {
-    path_key(a, b): p for (a, b), p in REPLICA_PATHS.items()
-}
-
-
-def replica_keys_entering(*targets: ReplicaState) -> list[int]:
-    """Replica path keys whose chain enters one of ``targets`` (for ``isin`` tests)."""
-    return sorted(k for k, p in _REPLICA_CHAINS.items() if any(t in p[1:] for t in targets))
-
-
-# ---- replica slots: every replica of a diff row, matched by broker id -----------------------------
-
-SLOTS = "_replica_slots"
-SLOT_BROKER, SLOT_PREVIOUS, SLOT_CURRENT, SLOT_ASSIGNED = (
-    "broker",
-    "previous",
-    "current",
-    "assigned",
-)
-
-
-def slot_key(slot: Column) -> Column:
-    """The path key (previous, current) of a slot struct."""
-    return slot[SLOT_PREVIOUS] * _KEY_BASE + slot[SLOT_CURRENT]
-
-
-def check_diff(diff: DataFrame) -> int:
-    """The width of a generation diff; raises if a column of ``diff_columns`` is missing (no job)."""
-    w = s.width(diff)
-    missing = [c for c in diff_columns(w) if c not in diff.columns] if w else ["replica_k"]
-    if missing:
-        raise s.SchemaMismatchError(f"generation diff: missing columns {missing}")
-    return w
-
-
-def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
-    """``diff`` plus ``SLOTS``: an array with one struct per replica of the row, either side.
-
-    Each struct is (broker, previous, current, assigned): ReplicaState codes before and after,
-    NonExistentReplica where the replica is absent (a reassignment moves positions, so replicas
-    are matched by broker id); ``assigned``: the replica is in the new assignment. The new
-    assignment's replicas come first, in order, then those that left it.
-    """
-    none = F.lit(int(_R.NonExistentReplica))
-    new_reps = [F.col(s.replica_col(k)) for k in range(w)]
-    old_reps = [F.col(prev(s.replica_col(j))) for j in range(w)]
-
-    def slot(broker: Column, previous: Column, current: Column, assigned: bool) -> Column:
-        return F.struct(
-            broker.alias(SLOT_BROKER),
-            previous.cast("int").alias(SLOT_PREVIOUS),
-            current.cast("int").alias(SLOT_CURRENT),
-            F.lit(assigned).alias(SLOT_ASSIGNED),
-        )
-
-    slots = []
-    for k in range(w):
-        before = first_of(
-            [(old_reps[j] == new_reps[k], F.col(prev(s.replica_state_col(j)))) for j in range(w)]
-        )
-        present = new_reps[k].isNotNull() & (new_reps[k] != s.EMPTY_SLOT)
-        current = F.col(s.replica_state_col(k))
-        slots.append(F.when(present, slot(new_reps[k], F.coalesce(before, none), current, True)))
-    for j in range(w):
-        gone = (
-            old_reps[j].isNotNull()
-            & (old_reps[j] != s.EMPTY_SLOT)
-            & ~in_list(old_reps[j], new_reps)
-        )
-        previous = F.col(prev(s.replica_state_col(j)))
-        slots.append(F.when(gone, slot(old_reps[j], previous, none, False)))
-    return diff.withColumn(SLOTS, F.filter(F.array(*slots), lambda x: x.isNotNull()))
-
-
-def partition_codes() -> tuple[Column, Column]:
-    """(previous, current) PartitionState codes of a diff row; NonExistentPartition if absent."""
-    none = F.lit(int(_P.NonExistentPartition))
-    return (
-        F.coalesce(F.col(prev(s.STATE_CODE)).cast("int"), none),
-        F.coalesce(F.col(s.STATE_CODE).cast("int"), none),
-    )
-
-
-# ---- rendering -----------------------------------------------------------------------------------
 
 _PARTITION, _REPLICA, _REMOVAL = "partition", "replica", "removal"
 _UNIT, _KIND, _KEY = "_unit", "_kind", "_key"
@@ -219,10 +81,10 @@ def _chain_rows() -> list[tuple[str, int, str, int, str, str, int]]:
     """One row per line a path key produces: partition steps, replica steps and, before a
     replica's step into OfflineReplica, its ISR-removal line (kept only with leadership)."""
     rows = []
-    for key, chain in sorted(_PARTITION_CHAINS.items()):
+    for key, chain in sorted(PARTITION_CHAINS.items()):
         for i, (a, b) in enumerate(pairwise(chain)):
             rows.append((_PARTITION, key, _PARTITION, i, a.name, b.name, int(b)))
-    for key, chain in sorted(_REPLICA_CHAINS.items()):
+    for key, chain in sorted(REPLICA_CHAINS.items()):
         for i, (a, b) in enumerate(pairwise(chain)):
             if b == _R.OfflineReplica:
                 rows.append((_REPLICA, key, _REMOVAL, 2 * i, a.name, b.name, int(b)))
@@ -283,7 +145,7 @@ def _partition_key(w: int) -> Column:
     return (
         F.when(election & old_leader_offline, ELECTION_VIA_OFFLINE_KEY)
         .when(election, ELECTION_KEY)
-        .when(before != after, before * _KEY_BASE + after)
+        .when(before != after, before * KEY_BASE + after)
     )
 
 

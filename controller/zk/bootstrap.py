@@ -167,13 +167,15 @@ def _assignments(client: ZkClient, spark: SparkSession) -> DataFrame:
         if isinstance(result, Exception):
             raise result
         assignment = TopicZNode.decode(result[0], path)
-        adding, removing = assignment.adding_replicas or {}, assignment.removing_replicas or {}
-        for key, replicas in assignment.partitions.items():
-            cols[TOPIC].append(path.rsplit("/", 1)[1])
-            cols[PARTITION].append(int(key))
-            cols[REPLICAS].append(replicas)
-            cols[ADDING_REPLICAS].append(adding.get(key, []))
-            cols[REMOVING_REPLICAS].append(removing.get(key, []))
+        keys = list(assignment.partitions)
+        cols[TOPIC] += [path.rsplit("/", 1)[1]] * len(keys)
+        cols[PARTITION] += map(int, keys)
+        cols[REPLICAS] += assignment.partitions.values()
+        for column, moving in (
+            (ADDING_REPLICAS, assignment.adding_replicas),
+            (REMOVING_REPLICAS, assignment.removing_replicas),
+        ):
+            cols[column] += [moving.get(k, []) for k in keys] if moving else [[]] * len(keys)
     ints = pa.list_(pa.int32())
     schema = pa.schema([(TOPIC, pa.string()), (PARTITION, pa.int32()), (REPLICAS, ints),
                         (ADDING_REPLICAS, ints), (REMOVING_REPLICAS, ints)])  # fmt: skip

@@ -8,12 +8,14 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   that topic (of that one partition, for topics above ``TOPIC_LOAD_LIMIT``) as ``Znode`` objects
   on first touch and keep changes in a small driver-side overlay; the overlay is merged into the
   DataFrame before the next bulk operation.
-* Bulk writes merge a DataFrame of new states with one full outer join and per-row version checks
-  (``bulk_write``). The merge result is checkpointed locally, so every generation's plan starts
-  from materialised rows (a plan that grew with every write would make each write slower and,
-  at a few dozen writes, exhaust the driver planning it); optionally every ``snapshot_every``
-  generations the table is also written to Parquet under a temp dir and read back. DataFrames
-  handed out earlier stay valid until ``close``.
+* Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``): the
+  updates are broadcast over the table in one pass (a full outer join when they are many), and
+  updates without a node (creates, NONODE) are merged apart only when there are some. The merge
+  result is checkpointed locally, so every generation's plan starts from materialised rows (a
+  plan that grew with every write would make each write slower and, at a few dozen writes,
+  exhaust the driver planning it); optionally every ``snapshot_every`` generations the table is
+  also written to Parquet under a temp dir and read back. DataFrames handed out earlier stay
+  valid until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -242,19 +244,19 @@ class PartitionRegion:
 
         if not any(self.counts.values()):
             m, counts = merged(_without_base(upd))
-        elif (n := upd.count() if rows is None else rows) > self.broadcast_rows:
+        elif (n_updates := upd.count() if rows is None else rows) > self.broadcast_rows:
             m, counts = merged(base.join(upd, KEY, "full_outer"))
         else:
             # The usual controller write: the updates are broadcast and the large table is
             # scanned in place. Updates without a row (creates; NONODE) are merged apart, only
             # when the first pass did not account for every update.
             m, counts = merged(base.join(F.broadcast(upd), KEY, "left"))
-            if sum(counts.values()) < n:
+            if sum(counts.values()) < n_updates:
                 matched = m.filter(F.col("u_expected").isNotNull()).select(*KEY)
                 missing = upd.join(F.broadcast(matched), KEY, "left_anti")
                 extra, more = merged(_without_base(missing).coalesce(1))
                 m = self._compacted(m.unionByName(extra))
-                counts |= more
+                counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counts.keys() | more}
         failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
         touched: list[tuple[str, int, str]] = []
         # Watched keys need events; rewritten malformed keys become well-formed.

@@ -229,3 +229,23 @@ def test_creates_into_a_populated_store_keep_its_partitioning(spark) -> None:
         (2,),
     ]
     store.close()
+
+
+def test_bulk_write_counts_outcomes_across_the_table_pass_and_the_new_rows(spark) -> None:
+    # NONODE comes from both passes: a partition node without a state (in the table) and a
+    # partition with no node at all (merged apart); the counts must add up, not overwrite.
+    store = InMemoryZooKeeper()
+    client = store.client()
+    client.start()
+    client.create("/brokers/topics/a", b'{"version":3,"partitions":{}}', makepath=True)
+    client.create("/brokers/topics/a/partitions/0/state", b"{}", makepath=True)
+    client.delete("/brokers/topics/a/partitions/0/state")
+    rows = [("a", 0, 1, 1, [1], 1, 0), ("a", 7, 1, 1, [1], 1, 0), ("a", 8, 1, 0, [1], 1, -1)]
+    updates = spark.createDataFrame(rows, STATES_SCHEMA).withColumn("writes", F.lit(1))
+    outcome = store.partitions.bulk_write(updates, 10, 0, ["a"], [], rows=3)
+    assert outcome.counts == {("a", "NONODE"): 2, ("a", "created"): 1}
+    assert {(r.partition, r.error) for r in outcome.failed.collect()} == {
+        (0, "NONODE"),
+        (7, "NONODE"),
+    }
+    store.close()

@@ -9,6 +9,7 @@ from spark_app.progress import Progress
 
 
 def _read_all(fd: int) -> str:
+    """Everything written to the pty; call after its terminal side is closed (reads end in EIO)."""
     chunks = []
     while True:
         try:
@@ -18,8 +19,6 @@ def _read_all(fd: int) -> str:
         if not data:
             break
         chunks.append(data)
-        if len(data) < 4096:
-            break
     return b"".join(chunks).decode()
 
 
@@ -29,7 +28,7 @@ def test_progress_redraws_one_line_on_a_terminal() -> None:
         progress = Progress(600_000, tty, interval_s=0)
         progress.update(300_000, 12)
         progress.close(600_000, 40)
-        text = _read_all(master)
+    text = _read_all(master)
     os.close(master)
     frames = [f for f in text.replace("\r\n", "\n").split("\r") if f]
     assert frames[0].startswith("[" + "#" * 15 + " " * 15 + "] 300.0s / 600.0s virtual · 12 events")

@@ -177,8 +177,11 @@ def _step(
     df: DataFrame, picked: str, target: ReplicaState, controller_epoch: int | None = None
 ) -> DataFrame:
     """One replica transition for positions whose bit is set in column ``picked``."""
-    out = replica_changes(df, lambda _b, k: bit(F.col(picked), k), target, controller_epoch)
-    out = out.outcomes
+
+    def is_picked(_b: Column, k: int) -> Column:
+        return bit(F.col(picked), k)
+
+    out = replica_changes(df, is_picked, target, controller_epoch).outcomes
     return out.withColumn(ISR_SHRINKS, F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).drop(ISR_WRITES)
 
 

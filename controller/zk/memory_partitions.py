@@ -184,9 +184,7 @@ class PartitionRegion:
             changed = spark.createDataFrame(rows, INTERNAL_SCHEMA)
             key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
             base = self.base if self.base is not None else self._empty(spark)
-            self._install(
-                base.join(F.broadcast(key_df), [TOPIC, PARTITION], "left_anti").unionByName(changed)
-            )
+            self._install(base.join(F.broadcast(key_df), KEY, "left_anti").unionByName(changed))
         self.dirty.clear()
         self.overlay.clear()
 

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
-
 from controller import events as ev
 from controller.context import LiveBroker
 from controller.handlers import brokers as hb
 from controller.zk.kafka_zk_client import get_all_brokers
-from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 
 if TYPE_CHECKING:
@@ -41,52 +38,51 @@ class BrokerEvents(_Controller):
         bounced = sorted(
             b for b in set(registered) & set(known) if registered[b].epoch > known[b].epoch
         )
-        table = self._table()
         deleting = self.ctx.deleting
-
-        def model(t: DataFrame) -> DataFrame:  # the next phase starts from the model columns
-            return t.select(*s.compact_columns(s.width(t)))
-
         # A broker that registers again has its log directories back (§8.6).
         self.ctx.offline_dir_brokers -= set(new) | set(bounced)
+        # Each phase is committed on its own: a phase's counters and state-change errors are
+        # columns of its output, which the next phase's transforms would not carry.
         for b in new:
             known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
         if new:
-            table = hb.on_broker_startup(
-                table, BrokerSet.of(new), self.ctx.view(), self._unclean_column(), deleting
+            started = hb.on_broker_startup(
+                self._table(), BrokerSet.of(new), self.ctx.view(), self._unclean_column(), deleting
             )
+            self._commit(started, "BrokerChange")
         if bounced:
             for b in bounced:
                 del known[b]
-            table = hb.on_broker_failure(
-                model(table),
+            failed = hb.on_broker_failure(
+                self._table(),
                 BrokerSet.of(bounced),
                 self.ctx.view(),
                 self._unclean_column(),
                 deleting,
             )
+            self._commit(failed, "BrokerChange")
             for b in bounced:
                 known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
-            table = hb.on_broker_startup(
-                model(table),
+            started = hb.on_broker_startup(
+                self._table(),
                 BrokerSet.of(bounced),
                 self.ctx.view(),
                 self._unclean_column(),
                 deleting,
             )
+            self._commit(started, "BrokerChange")
         if dead:
             for b in dead:
                 del known[b]
                 self.ctx.shutting_down.discard(b)
-            table = hb.on_broker_failure(
-                model(table),
+            failed = hb.on_broker_failure(
+                self._table(),
                 BrokerSet.of(dead),
                 self.ctx.view(),
                 self._unclean_column(),
                 deleting,
             )
-        if new or bounced or dead:
-            self._commit(table, "BrokerChange")
+            self._commit(failed, "BrokerChange")
         deletion = self.ctx.deletion
         if dead and deletion.topics_to_be_deleted:  # onReplicasBecomeOffline: failReplicaDeletion
             gone = BrokerSet.of(dead)

@@ -25,6 +25,7 @@ from statemachines.columns import any_of, has_leadership, in_list, in_topics
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_errors import carried, error_count
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +168,12 @@ class ControllerContext:
         The action materialises the persisted table and computes the gauges, and the sums of
         the per-partition ``counters`` columns a handler attached (``Gauges.counters``), in the
         same pass. The counters stay in the cached frame; ``partitions`` projects them away.
+        So do the rows' ``state_change_errors``, whose number is counted under that name.
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
-        table = new_partitions.select(*s.compact_columns(w), *counters)
+        errors = carried(new_partitions)
+        table = new_partitions.select(*s.compact_columns(w), *counters, *errors)
         self.generation += 1
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event. The
@@ -193,6 +196,7 @@ class ControllerContext:
             F.sum(being_reassigned().cast("long")).alias("reassigning"),
             *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
             *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
+            *[F.sum(error_count()).alias(c) for c in errors],
         ).first()
         assert row is not None
         self._persisted = table
@@ -209,7 +213,7 @@ class ControllerContext:
             under_replicated_partitions=int(row["urp"] or 0),
             reassigning_partitions=int(row["reassigning"] or 0),
             lagging_followers=int(row["lagging"] or 0),
-            counters={c: int(row[c] or 0) for c in counters},
+            counters={c: int(row[c] or 0) for c in (*counters, *errors)},
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, gauges)
         return gauges

@@ -33,6 +33,7 @@ from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
 from controller.requests import request_batches, request_totals
+from controller.state_change_error_lines import error_lines
 from controller.state_change_log import state_change_lines
 from controller.state_change_store import EventStateChangeLog
 from controller.state_writer import StateWrites, write_changed_states
@@ -54,6 +55,7 @@ from statemachines.columns import in_topics
 from statemachines.layout import to_compact
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_errors import ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +250,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             view.controller_epoch,
         ).outcomes.withColumnRenamed(ISR_WRITES, hb.ISR_SHRINKS)
         # §5.4: partition state machine startup, then triggerOnlinePartitionStateChange.
-        _, outcomes = hb.trigger_online_partition_state_change(
+        outcomes = hb.trigger_online_partition_state_change(
             shrunk, view, self._unclean_column(), deleting=self.ctx.deleting
         )
         self._commit(hb.with_election_counters(outcomes), "failover")
@@ -284,6 +286,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         gauges = self.ctx.commit(table, label, counters)
         assert self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
+        lines: DataFrame | None = None
         if previous is not None:
             # What the event changed, materialised by the first pass over it (the ZooKeeper write
             # totals); writes, broker requests and the state-change log read that small frame.
@@ -295,9 +298,15 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             requests = request_totals(batches)
             if self.state_change_log is not None:
                 lines = state_change_lines(diff, topics, self.broker_id, self.ctx.epoch)
-                self.state_change_log.append(lines, self.clock.now_ms())
         committed = self.ctx.committed
         assert committed is not None
+        if self.state_change_log is not None:
+            if gauges.counters.get(ERRORS):  # transitions Kafka rejected or failed: ERROR lines
+                live = self.ctx.live_broker_ids.ids
+                errors = error_lines(committed, topics, self.broker_id, self.ctx.epoch, live)
+                lines = errors if lines is None else lines.unionByName(errors)
+            if lines is not None:
+                self.state_change_log.append(lines, self.clock.now_ms())
         self.after_reassignment_commit(committed, gauges.counters)
         self.last_gauges = gauges
         if self._record is not None:

@@ -2,8 +2,8 @@
 
 ``state_change_lines(diff, topics, controller_id, epoch)`` gives one row per line of Kafka's
 ``state.change.logger`` for every transition the event made, as Spark Column expressions: columns
-``topic``, ``partition``, ``broker`` (null for partition lines), ``level``, ``line`` and ``step``
-(the order of the lines of one partition or replica). Every line starts with
+``topic``, ``partition``, ``broker`` (null for partition lines), ``level``, ``line``, ``step``
+(the order of the lines of one partition or replica) and ``exception``. Every line starts with
 ``[Controller id=<me> epoch=<epoch>] ``.
 
 | Level | What | Line (after the prefix) |
@@ -23,8 +23,11 @@ Where this differs from Kafka's own log:
   value written at that step, so when an event writes a partition twice (election, then ISR
   removal of another replica) its first line shows the intermediate value.
 * Same-state transitions (Online → Online replica re-announcements at failover, a repeated
-  OfflinePartition) leave no trace in a diff and are not logged; nor are the ERROR lines of
-  invalid or failed transitions, which change nothing.
+  OfflinePartition) leave no trace in a diff and are not logged.
+
+Invalid and failed transitions change nothing, so they are not in the diff either: their ERROR
+lines come from ``controller.state_change_error_lines``, and a line's ``exception`` column holds
+the throwable Kafka logs with it (null on every other line).
 
 ``controller.state_change_store.StateChangeLog`` stores the lines of each event as Parquet under
 ``<out>/state-change/event=<index>/`` (one dataset with an ``event`` column) and, optionally,
@@ -61,8 +64,9 @@ from statemachines.replica_states import ReplicaState
 LEVEL = "level"
 LINE = "line"
 STEP = "step"
+EXCEPTION = "exception"  # an ERROR line's throwable, ``<class>: <message>``; null otherwise
 EVENT = "event"
-LINE_COLUMNS = (s.TOPIC, s.PARTITION, s.BROKER, LEVEL, LINE, STEP)
+LINE_COLUMNS = (s.TOPIC, s.PARTITION, s.BROKER, LEVEL, LINE, STEP, EXCEPTION)
 LOGGER = "state.change.logger"
 
 _P = PartitionState
@@ -201,6 +205,20 @@ def state_change_lines(
     return steps.select(*LINE_COLUMNS[:3], *_render(controller_id, epoch))
 
 
+def replica_transition(broker: Column, tp: Column, start: Column, end: Column) -> Column:
+    """``replica <r> for partition <t-p> from <S> to <T>``, as Kafka's replica lines say it."""
+    return F.concat(
+        F.lit("replica "),
+        broker.cast("string"),
+        F.lit(" for partition "),
+        tp,
+        F.lit(" from "),
+        start,
+        F.lit(" to "),
+        end,
+    )
+
+
 def _render(controller_id: int, epoch: int) -> list[Column]:
     """(level, line, step) of a joined chain row."""
     kind, to = F.col(_KIND), F.col(_TO_CODE)
@@ -225,16 +243,7 @@ def _render(controller_id: int, epoch: int) -> list[Column]:
         )
         .when(
             kind == _REPLICA,
-            F.concat(
-                F.lit("Changed state of replica "),
-                broker,
-                F.lit(" for partition "),
-                tp,
-                F.lit(" from "),
-                start,
-                F.lit(" to "),
-                end,
-            ),
+            F.concat(F.lit("Changed state of "), replica_transition(broker, tp, start, end)),
         )
         .when(
             to == new,
@@ -268,4 +277,5 @@ def _render(controller_id: int, epoch: int) -> list[Column]:
         level.otherwise("TRACE").alias(LEVEL),
         F.concat(prefix, line).alias(LINE),
         F.col(STEP),
+        F.lit(None).cast("string").alias(EXCEPTION),
     ]

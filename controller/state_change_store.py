@@ -13,7 +13,15 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from controller.state_change_log import EVENT, LEVEL, LINE, LINE_COLUMNS, LOGGER, STEP
+from controller.state_change_log import (
+    EVENT,
+    EXCEPTION,
+    LEVEL,
+    LINE,
+    LINE_COLUMNS,
+    LOGGER,
+    STEP,
+)
 from statemachines import schemas as s
 
 
@@ -29,8 +37,9 @@ class StateChangeLog:
 
     Parquet goes to ``out_dir/state-change/event=<index>/``; read the directory above as one
     dataset to get an ``event`` column. Text goes to ``out_dir/state-change.log`` as
-    ``[<time>] <LEVEL> <line> (state.change.logger)``, lines ordered by topic, partition, broker
-    (partition lines first), step. Events without lines leave no directory and no text.
+    ``[<time>] <LEVEL> <line> (state.change.logger)`` (an ERROR's exception on the next line, as
+    log4j prints a throwable), lines ordered by topic, partition, broker (partition lines
+    first), step. Events without lines leave no directory and no text.
 
     One Spark job per event either way. Without text, the Spark writer runs and the line count is
     read from the written files' Parquet footers. With text, the lines are needed on the driver
@@ -78,11 +87,12 @@ class StateChangeLog:
         stamp = f"[{log4j_time(virtual_time_ms)}] "
         levels = table.column(LEVEL).to_pylist()
         texts = table.column(LINE).to_pylist()
+        thrown = table.column(EXCEPTION).to_pylist()
         self.text_path.parent.mkdir(parents=True, exist_ok=True)
         with self.text_path.open("a", encoding="utf-8") as out:
             out.writelines(
-                f"{stamp}{level} {text} ({LOGGER})\n"
-                for level, text in zip(levels, texts, strict=True)
+                f"{stamp}{level} {text} ({LOGGER})\n" + ("" if exc is None else f"{exc}\n")
+                for level, text, exc in zip(levels, texts, thrown, strict=True)
             )
         return table.num_rows
 

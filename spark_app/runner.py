@@ -38,6 +38,7 @@ from spark_app.scenario import events as se
 from statemachines import schemas as s
 from statemachines.assignment import BrokerMetadata, assign_replicas_to_brokers
 from statemachines.layout import to_public_partitions, to_public_replicas
+from statemachines.state_change_errors import ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,7 @@ def _record_json(r: EventRecord) -> dict[str, Any]:
         "unclean_elections": r.counters.get("unclean_elected", 0),
         "failed_elections": r.counters.get("failed_election", 0),
         "isr_shrinks": r.counters.get("isr_shrinks", 0),
+        "state_change_errors": r.counters.get(ERRORS, 0),
         "requests": r.requests,
         "zk_writes": r.zk_writes,
         "commits": r.commits,

@@ -24,6 +24,7 @@ from statemachines import columns as c
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
 from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
+from statemachines.state_change_errors import CONTROLLER, EPOCH, LIVE, PARTITION
 
 
 def offline_leader(
@@ -113,7 +114,11 @@ def _broker_online(broker: Column, w: int, view: ClusterView) -> Column:
 
 @dataclass(frozen=True)
 class LeadershipChange:
-    """A proposed new leadership per row, as Columns over staged columns of the table."""
+    """A proposed new leadership per row, as Columns over staged columns of the table.
+
+    ``failure`` is Kafka's StateChangeFailedException message for a row where ``ok`` is false,
+    with ``state_change_errors.PLACEHOLDERS`` for what only the controller knows.
+    """
 
     RECIPIENTS = "lair_recipients"
     UNCLEAN = "unclean"
@@ -182,7 +187,7 @@ def _elected(
         zk_version=F.col(s.ZK_VERSION) + 1,
         recipients=recipients,
         unclean=unclean,
-        failure=F.lit(f"Failed to elect leader for partition under strategy {name}"),
+        failure=F.lit(f"Failed to elect leader for partition {PARTITION} under strategy {name}"),
     )
 
 
@@ -202,7 +207,14 @@ def initial_leadership(df: DataFrame, w: int) -> tuple[DataFrame, LeadershipChan
         zk_version=F.lit(s.INITIAL_ZK_VERSION),
         recipients=mask_of(online),
         unclean=F.lit(False),
-        failure=F.lit("No assigned replica is alive"),
+        failure=F.concat(
+            F.lit(
+                f"Controller {CONTROLLER} epoch {EPOCH} encountered error during state change of "
+                f"partition {PARTITION} from New to Online, assigned replicas are ["
+            ),
+            F.array_join(F.filter(F.array(*c.replicas(w)), lambda r: r != s.EMPTY_SLOT), ","),
+            F.lit(f"], live brokers are [{LIVE}]. No assigned replica is alive."),
+        ),
     )
 
 

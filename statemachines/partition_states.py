@@ -14,6 +14,8 @@ table (see ``schemas``). Invalid transitions are reported in ``result.invalid`` 
 target and allowed states and leave the row untouched, as Kafka logs and skips them. Moving to
 OnlinePartition initialises leader and ISR for NewPartition rows (§5.3a) and runs the given
 election strategy for Online/Offline rows (§5.3b); a failed election leaves the row as it was.
+Both kinds are also appended to the row's ``state_change_errors`` (see ``state_change_errors``),
+which is how they reach the controller's state-change log.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from statemachines.election import (
     initial_leadership,
     stage_online,
 )
+from statemachines.state_change_errors import ERRORS, appended, entry, existing
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
 
@@ -82,7 +85,8 @@ class StateChangeResult:
 
     ``outcomes`` is the whole new table plus ``outcome`` (an ``Outcome`` code), ``failure`` (why
     an init/election failed), ``lair_recipients`` (bit k: replica_k gets a LeaderAndIsr) and
-    ``unclean`` (the leader came from outside the ISR). The other views are projections of it.
+    ``unclean`` (the leader came from outside the ISR) and ``state_change_errors``. The other views
+    are projections of it.
     """
 
     def __init__(self, build: Callable[[bool], DataFrame], target: PartitionState) -> None:
@@ -176,6 +180,8 @@ def _transition(
     current = F.col(s.STATE_CODE)
     valid = valid_previous_column(current, target_state, VALID_PREVIOUS_STATES)
     selected = F.col(SELECTED)
+    target = int(target_state)
+    invalid_entry = (selected & ~valid, entry(None, current, target, None))
 
     if target_state != PartitionState.OnlinePartition:
         out = df.select(
@@ -191,8 +197,9 @@ def _transition(
             F.lit(None).cast("string").alias(FAILURE),
             F.lit(0).alias(LeadershipChange.RECIPIENTS),
             F.lit(False).alias(LeadershipChange.UNCLEAN),
+            appended(existing(df), [invalid_entry]),
         )
-        return out.select(*s.compact_columns(w), *keep, *_RESULT_COLS)
+        return out.select(*s.compact_columns(w), *keep, *_RESULT_COLS, ERRORS)
 
     if view is None:
         raise ValueError("OnlinePartition needs the cluster view (live and shutting-down brokers)")
@@ -236,13 +243,20 @@ def _transition(
         F.when(F.col("_attempted") & ~F.col("_ok"), change.failure).alias(FAILURE),
         F.when(written, change.recipients).otherwise(0).alias(LeadershipChange.RECIPIENTS),
         (written & change.unclean).alias(LeadershipChange.UNCLEAN),
+        appended(
+            existing(df),
+            [
+                invalid_entry,
+                (F.col("_attempted") & ~F.col("_ok"), entry(None, current, target, change.failure)),
+            ],
+        ),
     )
     return out
 
 
 def _carried(df: DataFrame, w: int) -> list[str]:
     """Columns a caller attached to the table; they pass through a transition untouched."""
-    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED}
+    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED, ERRORS}
     return [c for c in df.columns if c not in model]
 
 

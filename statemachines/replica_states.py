@@ -23,7 +23,9 @@ table of 3× as many rows. Side effects on the partition (§6.3):
 * → NewReplica fails (logged, state unchanged) for a replica that is its partition's leader.
 * → NonExistentReplica removes the replica from the assignment (and adding/removing lists).
 
-Invalid transitions come back in ``result.invalid`` and leave the replica untouched.
+Invalid transitions come back in ``result.invalid`` and leave the replica untouched. Invalid and
+failed transitions are also appended to the row's ``state_change_errors`` (see
+``state_change_errors``) for the controller's state-change log.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import compact, has_leadership, in_list
+from statemachines.state_change_errors import ERRORS, appended, entry, existing
+from statemachines.state_change_errors import PARTITION as PARTITION_NAME
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
 
@@ -93,7 +97,8 @@ def _selected(df: DataFrame, targets: ReplicaSelector, w: int) -> tuple[DataFram
 
 @dataclass(frozen=True)
 class ReplicaStateChangeResult:
-    """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes`` per row."""
+    """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes`` and
+    ``state_change_errors`` per row."""
 
     outcomes: DataFrame
     invalid: DataFrame
@@ -148,7 +153,8 @@ def handle_state_changes(
     """
     s.check_compact(state_df)
     w = s.width(state_df)
-    carried = [c for c in state_df.columns if c not in set(s.compact_columns(w)) | {ISR_WRITES}]
+    model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS}
+    carried = [c for c in state_df.columns if c not in model]
     df, chosen = _selected(state_df, targets, w)
     codes = [F.col(s.replica_state_col(k)) for k in range(w)]
     leadership = has_leadership()
@@ -181,6 +187,7 @@ def handle_state_changes(
         df, changes = _remove_from_assignment(df, w, apply, new_states)
         columns.update(changes)
 
+    columns[ERRORS] = appended(existing(df), _error_entries(w, target_state))
     outcomes = df.select(*[v.alias(k) for k, v in columns.items()], *carried)
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
@@ -199,6 +206,29 @@ def handle_state_changes(
         {"failure": F.lit("Replica is the partition's leader and cannot become NewReplica")},
     )
     return ReplicaStateChangeResult(outcomes, invalid, failed, target_state)
+
+
+def _error_entries(w: int, target_state: ReplicaState) -> list[tuple[Column, Column]]:
+    """Per position, the invalid and the failed transition as ``state_change_errors`` entries."""
+    out = []
+    for k in range(w):
+        broker, code = F.col(s.replica_col(k)), F.col(s.replica_state_col(k))
+        out.append((F.col(f"_invalid_{k}"), entry(broker, code, int(target_state), None)))
+        if target_state != ReplicaState.NewReplica:
+            continue  # only NewReplica can fail
+        # Kafka logs this failure as a transition to OfflineReplica, not NewReplica.
+        why = F.concat(
+            F.lit("Replica "),
+            broker.cast("string"),
+            F.lit(
+                f" for partition {PARTITION_NAME} cannot be moved to NewReplica state as it is "
+                "being requested to become leader"
+            ),
+        )
+        out.append(
+            (F.col(f"_failed_{k}"), entry(broker, code, int(ReplicaState.OfflineReplica), why))
+        )
+    return out
 
 
 def _remove_from_isr(

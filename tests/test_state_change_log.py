@@ -234,8 +234,11 @@ def test_log4j_time_is_utc_with_milliseconds() -> None:
 
 
 def _lines_frame(spark: SparkSession, rows: list[tuple]) -> DataFrame:
-    schema = "topic string, partition int, broker int, level string, line string, step int"
-    return spark.createDataFrame(rows, schema).select(*LINE_COLUMNS)
+    schema = (
+        "topic string, partition int, broker int, level string, line string, step int, "
+        "exception string"
+    )
+    return spark.createDataFrame([(*r, None)[:7] for r in rows], schema).select(*LINE_COLUMNS)
 
 
 @pytest.mark.parametrize("text", [True, False])
@@ -247,11 +250,12 @@ def test_append_stores_parquet_per_event_and_optionally_text(
         spark,
         [
             ("b", 0, 2, "TRACE", f"{ME}replica line", 1),
+            ("b", 0, 2, "ERROR", f"{ME}replica failed", 1000, "E: why"),
             ("b", 0, None, "INFO", f"{ME}partition line", 0),
             ("a", 1, None, "TRACE", f"{ME}other partition", 0),
         ],
     )
-    assert log.append(first, event_index=0, virtual_time_ms=1_700_000_000_123) == 3
+    assert log.append(first, event_index=0, virtual_time_ms=1_700_000_000_123) == 4
     empty = _lines_frame(spark, [])
     assert log.append(empty, event_index=1, virtual_time_ms=1_700_000_001_000) == 0
     second = _lines_frame(spark, [("a", 0, 1, "TRACE", f"{ME}later", 1)])
@@ -263,6 +267,7 @@ def test_append_stores_parquet_per_event_and_optionally_text(
     assert got == [
         (0, "a", 1, f"{ME}other partition"),
         (0, "b", 0, f"{ME}partition line"),
+        (0, "b", 0, f"{ME}replica failed"),
         (0, "b", 0, f"{ME}replica line"),
         (2, "a", 0, f"{ME}later"),
     ]
@@ -273,6 +278,9 @@ def test_append_stores_parquet_per_event_and_optionally_text(
         f"[2023-11-14 22:13:20,123] TRACE {ME}other partition (state.change.logger)",
         f"[2023-11-14 22:13:20,123] INFO {ME}partition line (state.change.logger)",
         f"[2023-11-14 22:13:20,123] TRACE {ME}replica line (state.change.logger)",
+        # log4j prints an ERROR's throwable below its line
+        f"[2023-11-14 22:13:20,123] ERROR {ME}replica failed (state.change.logger)",
+        "E: why",
         f"[2023-11-14 22:13:22,000] TRACE {ME}later (state.change.logger)",
     ]
 

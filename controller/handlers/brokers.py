@@ -2,8 +2,9 @@
 
 Each function takes the current compact generation and returns the next one lazily, with
 per-partition counters as extra columns (``elected``, ``failed_election``, ``unclean_elected``,
-``isr_shrinks``) that the controller sums into its event metrics in the commit job. Kafka's
-order of steps is kept: it decides which partitions a later step sees.
+``isr_shrinks``) that the controller sums into its event metrics in the commit job, and the
+``state_change_errors`` of the transitions Kafka would reject or fail. Kafka's order of steps is
+kept: it decides which partitions a later step sees.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionS
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_errors import ERRORS
 
 UNCLEAN = "unclean_enabled"
 ELECTED = "elected"
@@ -47,10 +49,10 @@ def trigger_online_partition_state_change(
     unclean: Column,
     deleting: Sequence[int],
     scope: Column | None = None,
-) -> tuple[DataFrame, DataFrame]:
+) -> DataFrame:
     """§5.4: every New/Offline partition not queued for deletion → Online (offline strategy).
 
-    Returns (next table, outcomes); ``unclean`` is the per-row effective unclean flag.
+    Returns the transition's outcomes; ``unclean`` is the per-row effective unclean flag.
     ``scope`` restricts the partitions considered (Kafka's ``triggerOnlinePartitionStateChange(t)``).
     """
     state = F.col(s.STATE_CODE)
@@ -62,7 +64,7 @@ def trigger_online_partition_state_change(
         view,
         OfflinePartitionLeaderElectionStrategy(unclean_column=UNCLEAN),
     )
-    return result.partitions, result.outcomes
+    return result.outcomes
 
 
 def election_counters() -> list[Column]:
@@ -96,12 +98,9 @@ def on_broker_failure(
         partitions,
         has_leadership() & leader_offline & _not_deleting(deleting),
         PartitionState.OfflinePartition,
-    ).partitions
-    _, outcomes = trigger_online_partition_state_change(offline, view, unclean, deleting)
-    counted = outcomes.select(
-        *s.compact_columns(w),
-        *election_counters(),
-    )
+    ).outcomes.select(*s.compact_columns(w), ERRORS)
+    outcomes = trigger_online_partition_state_change(offline, view, unclean, deleting)
+    counted = outcomes.select(*s.compact_columns(w), ERRORS, *election_counters())
     keep = _not_deleting(deleting)
     shrunk = replica_changes(
         counted,
@@ -111,6 +110,7 @@ def on_broker_failure(
     ).outcomes
     return shrunk.select(
         *s.compact_columns(w),
+        ERRORS,
         ELECTED,
         FAILED_ELECTION,
         UNCLEAN_ELECTED,
@@ -123,10 +123,13 @@ def on_broker_startup(
 ) -> DataFrame:
     """§8.1 steps 4–5: replicas on the new brokers → OnlineReplica, then elect New/Offline ones."""
     w = s.width(partitions)
-    online = replica_changes(partitions, new, ReplicaState.OnlineReplica).partitions
-    _, outcomes = trigger_online_partition_state_change(online, view, unclean, deleting)
+    online = replica_changes(partitions, new, ReplicaState.OnlineReplica).outcomes
+    outcomes = trigger_online_partition_state_change(
+        online.select(*s.compact_columns(w), ERRORS), view, unclean, deleting
+    )
     return outcomes.select(
         *s.compact_columns(w),
+        ERRORS,
         *election_counters(),
         F.lit(0).alias(ISR_SHRINKS),
     )
@@ -157,11 +160,7 @@ def on_controlled_shutdown(
         view,
         ControlledShutdownPartitionLeaderElectionStrategy(),
     ).outcomes
-    counted = elected.select(
-        *s.compact_columns(w),
-        "_followed",
-        *election_counters(),
-    )
+    counted = elected.select(*s.compact_columns(w), ERRORS, "_followed", *election_counters())
     followed = F.col("_followed")
     shrunk = replica_changes(
         counted,
@@ -172,6 +171,7 @@ def on_controlled_shutdown(
     remaining = act_on & (F.col(s.LEADER) == broker)
     return shrunk.select(
         *s.compact_columns(w),
+        ERRORS,
         ELECTED,
         FAILED_ELECTION,
         UNCLEAN_ELECTED,

@@ -38,6 +38,7 @@ from statemachines.partition_states import PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_errors import ERRORS, with_errors
 
 ReplicaPredicate = Callable[[Column, int], Column]
 
@@ -91,7 +92,8 @@ def deletion_gauges(w: int, queued: Iterable[int]) -> dict[str, Column]:
 class DeletionStep:
     """Lazy outputs of one deletion entry point (nothing has run).
 
-    ``partitions``: next generation (compact + ``stop_replica_deletes``, ``isr_shrinks`` per row).
+    ``partitions``: next generation (compact + ``state_change_errors``, ``stop_replica_deletes``,
+    ``isr_shrinks`` per row).
     ``stop_replica``: (broker, stop_replica_deletes) — StopReplica(delete=true) per broker.
     ``topics``: one row per queued topic: topic_index, completed, started, ineligible,
     in_progress — to collect after the commit and pass to ``commit_facts``.
@@ -258,14 +260,14 @@ class TopicDeletionManager:
             f = failed
             df = replica_changes(
                 df, lambda b, k: f(b, k) & queued, _R.ReplicaDeletionIneligible
-            ).outcomes.select(*s.compact_columns(w), _HIT)
+            ).outcomes.select(*s.compact_columns(w), ERRORS, _HIT)
         if succeeded is not None:
             ok = succeeded
             df = df.withColumn(_GATE, chosen(ok) & queued if guard_ok else F.lit(True))
             gate = F.col(_GATE) | F.col(_HIT)
             df = replica_changes(
                 df, lambda b, k: ok(b, k) & queued, _R.ReplicaDeletionSuccessful
-            ).outcomes.select(*s.compact_columns(w), _HIT, _GATE)
+            ).outcomes.select(*s.compact_columns(w), ERRORS, _HIT, _GATE)
         return self._resume(df.withColumn(_GATE, gate), view, marks=True)
 
     def _resume(
@@ -275,7 +277,8 @@ class TopicDeletionManager:
         ineligible set (``clears``: resumeDeletionForTopics) or joins it (``marks``:
         failReplicaDeletion)."""
         w = s.width(df)
-        cols = s.compact_columns(w)
+        df = with_errors(df)
+        cols = [*s.compact_columns(w), ERRORS]
         queued = _in(self.topics_to_be_deleted)
         succ, started, inelig = (
             int(_R.ReplicaDeletionSuccessful),

@@ -36,6 +36,7 @@ from statemachines.election import (
 from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.rebalance import NOT_PREFERRED, PREFERRED, TOTAL, imbalance_ratios
+from statemachines.state_change_errors import ERRORS
 
 KafkaVersion = tuple[int, int]
 BASELINE: KafkaVersion = (2, 8)
@@ -97,7 +98,7 @@ def _strategy(
 
 
 def _counted(outcomes: DataFrame, w: int, *extra: Column | str) -> DataFrame:
-    return outcomes.select(*s.compact_columns(w), *extra, *election_counters())
+    return outcomes.select(*s.compact_columns(w), ERRORS, *extra, *election_counters())
 
 
 def on_replica_election(
@@ -254,5 +255,5 @@ def on_unclean_leader_election_enable(
     """
     w = s.width(partitions)
     scope = None if topic_index is None else F.col(s.TOPIC_INDEX) == topic_index
-    _, outcomes = trigger_online_partition_state_change(partitions, view, unclean, deleting, scope)
+    outcomes = trigger_online_partition_state_change(partitions, view, unclean, deleting, scope)
     return _counted(outcomes, w)

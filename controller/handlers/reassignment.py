@@ -38,6 +38,7 @@ from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionS
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_errors import ERRORS, with_errors
 
 TARGET = "target"
 ERROR = "error"
@@ -157,7 +158,8 @@ def validate_reassignments(
 
 
 def _with_counters(df: DataFrame) -> DataFrame:
-    return df.withColumns({c: F.lit(0) for c in COUNTERS if c not in df.columns})
+    """``df`` with zeroed ``COUNTERS`` and the errors column, where missing."""
+    return with_errors(df.withColumns({c: F.lit(0) for c in COUNTERS if c not in df.columns}))
 
 
 def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
@@ -335,6 +337,7 @@ def start_reassignment(
     df = df.select(
         *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
         *[updates.get(c, F.col(c)).alias(c) for c in COUNTERS],
+        ERRORS,
         "_apply",
         updates["_pick"].alias("_pick"),
     )
@@ -354,7 +357,7 @@ def start_reassignment(
     ).outcomes.drop(ISR_WRITES)  # A2
     df = _complete(df, w, "_phase_b", view)
     error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
-    return df.select(*s.compact_columns(w), *COUNTERS, error.alias(ERROR))
+    return df.select(*s.compact_columns(w), ERRORS, *COUNTERS, error.alias(ERROR))
 
 
 def ongoing_plan(partitions: DataFrame) -> DataFrame:
@@ -376,4 +379,4 @@ def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> Dat
     df = _with_counters(partitions.select(*s.compact_columns(w)))
     df = df.withColumn("_phase_b", _being_reassigned() & has_leadership() & _trs_in_isr(w))
     df = _complete(df, w, "_phase_b", view)
-    return df.select(*s.compact_columns(w), *COUNTERS)
+    return df.select(*s.compact_columns(w), ERRORS, *COUNTERS)

@@ -28,6 +28,7 @@ from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_errors import ERRORS
 
 INITIALIZED = "initialized"
 INIT_FAILED = "init_failed"
@@ -162,7 +163,7 @@ def on_new_partition_creation(
     """
     s.check_compact(partitions_with_new_rows)
     w = s.width(partitions_with_new_rows)
-    cols = [*s.compact_columns(w), _NEW]
+    cols = [*s.compact_columns(w), ERRORS, _NEW]
     df = _selected_new(partitions_with_new_rows.select(*s.compact_columns(w)), new_selection)
     new = F.col(_NEW)
     df = partition_changes(df, new, PartitionState.NewPartition).outcomes.select(*cols)
@@ -174,4 +175,4 @@ def on_new_partition_creation(
         (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(INIT_FAILED),
     )
     done = replica_changes(counted, lambda _b, _k: new, ReplicaState.OnlineReplica).outcomes
-    return done.select(*s.compact_columns(w), INITIALIZED, INIT_FAILED)
+    return done.select(*s.compact_columns(w), ERRORS, INITIALIZED, INIT_FAILED)

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint
+from controller.diff import CHANGE, CHANGED, CREATED, can_stamp, stamp_changes
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -28,6 +29,9 @@ from statemachines.replica_states import ReplicaState
 from statemachines.state_change_errors import carried, error_count
 
 log = logging.getLogger(__name__)
+_STAMPS = (CREATED, CHANGED)
+# Beyond this many changed rows the diff joins the generations instead of broadcasting them.
+MAX_STAMPED_CANDIDATES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class ControllerContext:
         self._persisted: DataFrame | None = None
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
+        self.rows: int | None = None  # of the committed generation
+        self.stamped = False  # the last commit's diff can be read off it alone (``stamped_diff``)
 
     @property
     def committed(self) -> DataFrame | None:
@@ -173,7 +179,13 @@ class ControllerContext:
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
         errors = carried(new_partitions)
-        table = new_partitions.select(*s.compact_columns(w), *counters, *errors)
+        same_width = self.partitions is not None and s.width(self.partitions) == w
+        stamps = (
+            [stamp_changes(new_partitions, self.generation)]
+            if same_width and can_stamp(new_partitions)
+            else []
+        )
+        table = new_partitions.select(*s.compact_columns(w), *counters, *errors, *stamps)
         self.generation += 1
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event. The
@@ -197,8 +209,20 @@ class ControllerContext:
             *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
             *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
             *[F.sum(error_count()).alias(c) for c in errors],
+            F.count(F.lit(1)).alias("_rows"),
+            *[F.sum((F.col(CHANGE) == c).cast("long")).alias(f"_{c}") for c in _STAMPS if stamps],
         ).first()
         assert row is not None
+        # The join-free diff holds when every row of the replaced generation is still here (no
+        # row dropped) and the candidates are few enough to broadcast.
+        rows = int(row["_rows"])
+        self.stamped = (
+            bool(stamps)
+            and self.rows is not None
+            and rows == self.rows + int(row[f"_{CREATED}"] or 0)
+            and int(row[f"_{CHANGED}"] or 0) <= MAX_STAMPED_CANDIDATES
+        )
+        self.rows = rows
         self._persisted = table
         self.partitions = table.select(*s.compact_columns(w))
         gauges = Gauges(

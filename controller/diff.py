@@ -7,6 +7,13 @@ the larger width; a row missing on one side has nulls there — created partitio
 ``prev_*``, deleted ones null new columns; ``topic_index``/``partition`` are never null). The
 ZooKeeper writes, the controller-to-broker requests and the state-change log of an event are all
 read off this one frame, which is small (changed rows) and cached once per commit.
+
+The join shuffles both generations, so the controller avoids it when it can: ``with_previous``
+gives every row of the table a handler starts from a fingerprint of its values (a 64-bit hash,
+with the generation), the handlers carry it, and the commit marks the rows whose fingerprint
+changed and the created ones (``stamp_changes``). ``stamped_diff`` then looks only those rows up
+in the previous generation, broadcast: no shuffle. A generation that lost rows (deletions),
+changed width, or changed too many rows to broadcast needs the join.
 """
 
 from __future__ import annotations
@@ -51,3 +58,63 @@ def generation_diff(previous: DataFrame | None, new: DataFrame) -> DataFrame:
     for c in data:
         same = same & F.col(c).eqNullSafe(F.col(prev(c)))
     return joined.where(~same).select(*diff_columns(w))
+
+
+PREVIOUS = "_prev_fingerprint"  # a row's fingerprint in the generation its handler started from
+CHANGE = "_change"  # UNCHANGED, CHANGED (a candidate) or CREATED, stamped at commit
+UNCHANGED, CHANGED, CREATED = 0, 1, 2
+
+
+def _data(w: int) -> list[str]:
+    return [c for c in s.compact_columns(w) if c not in KEY]
+
+
+def _fingerprint(w: int, generation: int) -> Column:
+    """A 64-bit hash of a row's data columns in generation ``generation``."""
+    return F.xxhash64(F.lit(generation), *_data(w))
+
+
+def with_previous(table: DataFrame, generation: int) -> DataFrame:
+    """``table`` (compact, generation ``generation``) with its rows' fingerprints."""
+    return table.withColumn(PREVIOUS, _fingerprint(s.width(table), generation))
+
+
+def can_stamp(new: DataFrame) -> bool:
+    """Whether ``new`` carries fingerprints (``stamp_changes`` applies)."""
+    return PREVIOUS in new.columns
+
+
+def stamp_changes(new: DataFrame, replaced: int) -> Column:
+    """``_change`` of the rows of a table that ``can_stamp``, which replaces generation
+    ``replaced`` at the same width. A changed fingerprint makes a candidate (a fingerprint
+    from another generation does too); ``stamped_diff`` compares the candidates exactly."""
+    previous = F.col(PREVIOUS)
+    return (
+        F.when(previous.isNull(), CREATED)
+        .when(_fingerprint(s.width(new), replaced) != previous, CHANGED)
+        .otherwise(UNCHANGED)
+        .cast("byte")
+        .alias(CHANGE)
+    )
+
+
+def stamped_diff(previous: DataFrame, committed: DataFrame) -> DataFrame:
+    """``generation_diff(previous, committed)`` for a generation committed with
+    ``stamp_changes`` that dropped no row of ``previous``; lazy.
+
+    Only the candidates are looked up in ``previous``, broadcast, so neither generation is
+    shuffled; created rows need no lookup.
+    """
+    w = s.width(committed)
+    data = _data(w)
+    change = F.col(CHANGE)
+    candidates = committed.where(change == CHANGED).select(*KEY, *data)
+    old = previous.select(*KEY, *(F.col(c).alias(prev(c)) for c in data))
+    same: Column = F.lit(True)
+    for c in data:
+        same = same & F.col(c).eqNullSafe(F.col(prev(c)))
+    changed = old.join(F.broadcast(candidates), list(KEY)).where(~same)
+    created = committed.where(change == CREATED).select(
+        *KEY, *data, *(F.lit(None).cast(committed.schema[c].dataType).alias(prev(c)) for c in data)
+    )
+    return changed.select(*diff_columns(w)).unionByName(created.select(*diff_columns(w)))

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.handlers import brokers as hb
+from controller.handlers.tracked import tracked
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
     ISR_CHANGE_NOTIFICATION,
@@ -113,6 +114,7 @@ class IsrEvents(_Controller):
         updates |= {c: F.when(hit, v).otherwise(F.col(c)) for c, v in isr.items()}
         out = joined.select(
             *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
+            *tracked(joined),
             hit.cast("int").alias(ISR_UPDATED),
         )
         # The znodes already hold these states: nothing to write back.
@@ -211,6 +213,7 @@ class IsrEvents(_Controller):
         updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
         out = joined.select(
             *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
+            *tracked(joined),
             write.cast("int").alias(ISR_UPDATED),
             "_error",
         ).localCheckpoint()  # the replies and the generation come from one evaluation

@@ -25,7 +25,7 @@ from controller import events as ev
 from controller.broker_events import BrokerEvents
 from controller.checkpoint import local_checkpoint
 from controller.context import ControllerContext, Gauges, LiveBroker
-from controller.diff import generation_diff
+from controller.diff import generation_diff, stamped_diff, with_previous
 from controller.election_events import ElectionEvents
 from controller.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
@@ -264,8 +264,10 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
 
     # -- helpers ---------------------------------------------------------------------------------
     def _table(self) -> DataFrame:
+        """The committed generation, each row with its fingerprint: handlers carry it, so the
+        commit can tell what changed without joining two generations (``controller.diff``)."""
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
-        return self.ctx.partitions
+        return with_previous(self.ctx.partitions, self.ctx.generation)
 
     def _unclean_column(self) -> Any:
         """Per-row effective unclean.leader.election.enable: topic config over broker default."""
@@ -290,7 +292,12 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         if previous is not None:
             # What the event changed, materialised by the first pass over it (the ZooKeeper write
             # totals); writes, broker requests and the state-change log read that small frame.
-            diff = local_checkpoint(generation_diff(previous, self.ctx.partitions), eager=False)
+            changed = (
+                stamped_diff(previous, self.ctx.committed)  # type: ignore[arg-type]
+                if self.ctx.stamped
+                else generation_diff(previous, self.ctx.partitions)
+            )
+            diff = local_checkpoint(changed, eager=False)
             store = self.store if write_zk else None
             written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version)
             view = self.ctx.view()

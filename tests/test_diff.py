@@ -1,13 +1,30 @@
-"""The generation diff keeps exactly the changed, created and deleted rows, old beside new."""
+"""The generation diff keeps exactly the changed, created and deleted rows, old beside new; the
+join-free diff of a stamped generation is the same frame."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from pyspark.sql import SparkSession
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from controller.diff import diff_columns, generation_diff, prev
+from controller.context import ControllerContext
+from controller.diff import (
+    CHANGE,
+    CHANGED,
+    PREVIOUS,
+    can_stamp,
+    diff_columns,
+    generation_diff,
+    prev,
+    stamp_changes,
+    stamped_diff,
+    with_previous,
+)
 from statemachines import schemas as s
+from statemachines.layout import widen
 from statemachines.reference import Partition
 from statemachines.replica_states import ReplicaState
 from tests.frames import compact_frame
@@ -55,3 +72,74 @@ def test_first_generation_is_all_new(spark: SparkSession) -> None:
     new, _ = compact_frame(spark, _parts())
     rows = generation_diff(None, new).collect()
     assert len(rows) == 3 and all(r[prev(s.LEADER)] is None for r in rows)
+
+
+_EDITS = st.sampled_from(["same", "leader", "isr", "replica_state", "epoch"])
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    edits=st.lists(_EDITS, min_size=6, max_size=6),
+    created=st.integers(0, 2),
+    stale=st.booleans(),
+)
+def test_stamped_diff_equals_the_join(
+    spark: SparkSession, edits: list[str], created: int, stale: bool
+) -> None:
+    """Rows carrying their fingerprints give the join's diff with only the candidates looked up;
+    fingerprints from another generation make every row a candidate, and still the same diff."""
+    before = [
+        Partition("a", p, (1 + p % 3, 1 + (p + 1) % 3), (1 + p % 3,), leader=1 + p % 3)
+        for p in range(len(edits))
+    ]
+    after, states = [], {}
+    for p, (part, edit) in enumerate(zip(before, edits, strict=True)):
+        if edit == "leader":
+            part = replace(part, leader=part.replicas[1], leader_epoch=1, zk_version=1)
+        elif edit == "isr":
+            part = replace(part, isr=part.replicas)
+        elif edit == "epoch":
+            part = replace(part, controller_epoch=2)
+        elif edit == "replica_state":
+            states[("a", p, part.replicas[1])] = ReplicaState.OfflineReplica
+        after.append(part)
+    after += [Partition("a", 10 + i, (2, 3), (2, 3), leader=2) for i in range(created)]
+    old, _ = compact_frame(spark, before, w=2)
+    new, _ = compact_frame(spark, after, states, w=2)
+    carried = with_previous(old, 6 if stale else 7).select(s.TOPIC_INDEX, s.PARTITION, PREVIOUS)
+    handled = new.join(carried, [s.TOPIC_INDEX, s.PARTITION], "left")
+    assert can_stamp(handled)
+    committed = handled.select(*s.compact_columns(2), stamp_changes(handled, 7))
+    candidates = {
+        r[0] for r in committed.where(F.col(CHANGE) == CHANGED).select(s.PARTITION).collect()
+    }
+    edited = {p for p, e in enumerate(edits) if e != "same"}
+    assert candidates == (set(range(len(edits))) if stale else edited)
+
+    def rows(df: DataFrame) -> list[tuple]:
+        return sorted(tuple(r) for r in df.select(*diff_columns(2)).collect())
+
+    assert rows(stamped_diff(old, committed)) == rows(generation_diff(old, new))
+
+
+def test_commit_reads_the_diff_off_the_candidates_unless_rows_were_dropped(
+    spark: SparkSession,
+) -> None:
+    ctx = ControllerContext(spark)
+    ctx.add_topic("a", 3)
+    ctx.commit(compact_frame(spark, _parts())[0])
+    assert not ctx.stamped  # nothing to diff against
+    assert ctx.partitions is not None
+    kept = with_previous(ctx.partitions, ctx.generation).withColumn(s.LEADER, F.lit(2))
+    ctx.commit(kept)
+    assert ctx.stamped
+    assert ctx.partitions is not None
+    dropped = with_previous(ctx.partitions, ctx.generation).where(F.col(s.PARTITION) != 0)
+    ctx.commit(dropped)
+    assert not ctx.stamped
+    assert ctx.partitions is not None
+    ctx.commit(widen(with_previous(ctx.partitions, ctx.generation), 4))
+    assert not ctx.stamped  # another width
+    assert ctx.partitions is not None
+    ctx.commit(ctx.partitions)  # no fingerprints at all
+    assert not ctx.stamped

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from controller.handlers.tracked import tracked
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import any_of, has_leadership, in_topics
@@ -26,7 +27,6 @@ from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionS
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
-from statemachines.state_change_errors import ERRORS
 
 UNCLEAN = "unclean_enabled"
 ELECTED = "elected"
@@ -98,9 +98,11 @@ def on_broker_failure(
         partitions,
         has_leadership() & leader_offline & _not_deleting(deleting),
         PartitionState.OfflinePartition,
-    ).outcomes.select(*s.compact_columns(w), ERRORS)
-    outcomes = trigger_online_partition_state_change(offline, view, unclean, deleting)
-    counted = outcomes.select(*s.compact_columns(w), ERRORS, *election_counters())
+    ).outcomes
+    outcomes = trigger_online_partition_state_change(
+        offline.select(*s.compact_columns(w), *tracked(offline)), view, unclean, deleting
+    )
+    counted = outcomes.select(*s.compact_columns(w), *tracked(outcomes), *election_counters())
     keep = _not_deleting(deleting)
     shrunk = replica_changes(
         counted,
@@ -110,7 +112,7 @@ def on_broker_failure(
     ).outcomes
     return shrunk.select(
         *s.compact_columns(w),
-        ERRORS,
+        *tracked(shrunk),
         ELECTED,
         FAILED_ELECTION,
         UNCLEAN_ELECTED,
@@ -125,11 +127,11 @@ def on_broker_startup(
     w = s.width(partitions)
     online = replica_changes(partitions, new, ReplicaState.OnlineReplica).outcomes
     outcomes = trigger_online_partition_state_change(
-        online.select(*s.compact_columns(w), ERRORS), view, unclean, deleting
+        online.select(*s.compact_columns(w), *tracked(online)), view, unclean, deleting
     )
     return outcomes.select(
         *s.compact_columns(w),
-        ERRORS,
+        *tracked(outcomes),
         *election_counters(),
         F.lit(0).alias(ISR_SHRINKS),
     )
@@ -160,7 +162,9 @@ def on_controlled_shutdown(
         view,
         ControlledShutdownPartitionLeaderElectionStrategy(),
     ).outcomes
-    counted = elected.select(*s.compact_columns(w), ERRORS, "_followed", *election_counters())
+    counted = elected.select(
+        *s.compact_columns(w), *tracked(elected), "_followed", *election_counters()
+    )
     followed = F.col("_followed")
     shrunk = replica_changes(
         counted,
@@ -171,7 +175,7 @@ def on_controlled_shutdown(
     remaining = act_on & (F.col(s.LEADER) == broker)
     return shrunk.select(
         *s.compact_columns(w),
-        ERRORS,
+        *tracked(shrunk),
         ELECTED,
         FAILED_ELECTION,
         UNCLEAN_ELECTED,

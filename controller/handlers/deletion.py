@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from controller.handlers.tracked import tracked
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import any_of, count_of
@@ -38,7 +39,7 @@ from statemachines.partition_states import PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
-from statemachines.state_change_errors import ERRORS, with_errors
+from statemachines.state_change_errors import with_errors
 
 ReplicaPredicate = Callable[[Column, int], Column]
 
@@ -190,7 +191,8 @@ class TopicDeletionManager:
             return None
         w = s.width(partitions)
         hit = any_of([new.contains(F.col(s.replica_col(k))) for k in range(w)])
-        df = partitions.select(*s.compact_columns(w)).withColumns({_GATE: hit, _HIT: hit})
+        df = partitions.select(*s.compact_columns(w), *tracked(partitions))
+        df = df.withColumns({_GATE: hit, _HIT: hit})
         return self._resume(df, view, clears=True)
 
     def fail_replica_deletion(
@@ -227,7 +229,7 @@ class TopicDeletionManager:
     def resume_deletions(self, partitions: DataFrame, view: ClusterView) -> DeletionStep:
         """Kafka's ``resumeDeletions`` over every queued topic (unguarded)."""
         w = s.width(partitions)
-        df = partitions.select(*s.compact_columns(w)).withColumns(
+        df = partitions.select(*s.compact_columns(w), *tracked(partitions)).withColumns(
             {_GATE: F.lit(True), _HIT: F.lit(False)}
         )
         return self._resume(df, view)
@@ -251,23 +253,21 @@ class TopicDeletionManager:
         def chosen(pred: ReplicaPredicate) -> Column:
             return any_of([pred(F.col(s.replica_col(k)), k) & _present(k) for k in range(w)])
 
-        df = partitions.select(*s.compact_columns(w))
+        df = partitions.select(*s.compact_columns(w), *tracked(partitions))
         # Kafka's mark and guards use the replicas handed in, whatever their transition does.
         hit = chosen(failed) & queued if failed is not None else F.lit(False)
         gate = hit
         df = df.withColumns({_HIT: hit})
         if failed is not None:
             f = failed
-            df = replica_changes(
-                df, lambda b, k: f(b, k) & queued, _R.ReplicaDeletionIneligible
-            ).outcomes.select(*s.compact_columns(w), ERRORS, _HIT)
+            out = replica_changes(df, lambda b, k: f(b, k) & queued, _R.ReplicaDeletionIneligible)
+            df = out.outcomes.select(*s.compact_columns(w), *tracked(out.outcomes), _HIT)
         if succeeded is not None:
             ok = succeeded
             df = df.withColumn(_GATE, chosen(ok) & queued if guard_ok else F.lit(True))
             gate = F.col(_GATE) | F.col(_HIT)
-            df = replica_changes(
-                df, lambda b, k: ok(b, k) & queued, _R.ReplicaDeletionSuccessful
-            ).outcomes.select(*s.compact_columns(w), ERRORS, _HIT, _GATE)
+            out = replica_changes(df, lambda b, k: ok(b, k) & queued, _R.ReplicaDeletionSuccessful)
+            df = out.outcomes.select(*s.compact_columns(w), *tracked(out.outcomes), _HIT, _GATE)
         return self._resume(df.withColumn(_GATE, gate), view, marks=True)
 
     def _resume(
@@ -278,7 +278,7 @@ class TopicDeletionManager:
         failReplicaDeletion)."""
         w = s.width(df)
         df = with_errors(df)
-        cols = [*s.compact_columns(w), ERRORS]
+        cols = [*s.compact_columns(w), *tracked(df)]
         queued = _in(self.topics_to_be_deleted)
         succ, started, inelig = (
             int(_R.ReplicaDeletionSuccessful),

@@ -25,6 +25,7 @@ from controller.handlers.brokers import (
     election_counters,
     trigger_online_partition_state_change,
 )
+from controller.handlers.tracked import tracked
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
 from statemachines.columns import has_leadership, in_list, in_topics
@@ -36,7 +37,6 @@ from statemachines.election import (
 from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.rebalance import NOT_PREFERRED, PREFERRED, TOTAL, imbalance_ratios
-from statemachines.state_change_errors import ERRORS
 
 KafkaVersion = tuple[int, int]
 BASELINE: KafkaVersion = (2, 8)
@@ -98,7 +98,7 @@ def _strategy(
 
 
 def _counted(outcomes: DataFrame, w: int, *extra: Column | str) -> DataFrame:
-    return outcomes.select(*s.compact_columns(w), ERRORS, *extra, *election_counters())
+    return outcomes.select(*s.compact_columns(w), *tracked(outcomes), *extra, *election_counters())
 
 
 def on_replica_election(

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from controller.handlers.tracked import tracked
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import (
@@ -38,7 +39,7 @@ from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionS
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
-from statemachines.state_change_errors import ERRORS, with_errors
+from statemachines.state_change_errors import with_errors
 
 TARGET = "target"
 ERROR = "error"
@@ -276,7 +277,7 @@ def start_reassignment(
     """
     s.check_compact(partitions)
     w = max(s.width(partitions), width or 0)
-    df = _with_counters(widen(partitions, w).select(*s.compact_columns(w)))
+    df = _with_counters(widen(partitions, w).select(*s.compact_columns(w), *tracked(partitions)))
     targets = plan.select(*_KEY, F.col(TARGET).alias("_target"), F.lit(True).alias("_planned"))
     df = df.join(targets, _KEY, "left")
     adding_mask = F.col(s.ADDING_MASK)
@@ -337,7 +338,7 @@ def start_reassignment(
     df = df.select(
         *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
         *[updates.get(c, F.col(c)).alias(c) for c in COUNTERS],
-        ERRORS,
+        *tracked(df),
         "_apply",
         updates["_pick"].alias("_pick"),
     )
@@ -357,7 +358,7 @@ def start_reassignment(
     ).outcomes.drop(ISR_WRITES)  # A2
     df = _complete(df, w, "_phase_b", view)
     error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
-    return df.select(*s.compact_columns(w), ERRORS, *COUNTERS, error.alias(ERROR))
+    return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS, error.alias(ERROR))
 
 
 def ongoing_plan(partitions: DataFrame) -> DataFrame:
@@ -376,7 +377,7 @@ def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> Dat
     """
     s.check_compact(partitions)
     w = s.width(partitions)
-    df = _with_counters(partitions.select(*s.compact_columns(w)))
+    df = _with_counters(partitions.select(*s.compact_columns(w), *tracked(partitions)))
     df = df.withColumn("_phase_b", _being_reassigned() & has_leadership() & _trs_in_isr(w))
     df = _complete(df, w, "_phase_b", view)
-    return df.select(*s.compact_columns(w), ERRORS, *COUNTERS)
+    return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS)

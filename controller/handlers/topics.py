@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from controller.handlers.tracked import tracked
 from statemachines import schemas as s
 from statemachines.assignment import BrokerLike, as_broker_metadata, with_assigned_replicas
 from statemachines.brokers import ClusterView
@@ -28,7 +29,6 @@ from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
-from statemachines.state_change_errors import ERRORS
 
 INITIALIZED = "initialized"
 INIT_FAILED = "init_failed"
@@ -43,7 +43,12 @@ def add_partition_rows(partitions: DataFrame, new_rows: DataFrame) -> DataFrame:
     """The current generation plus ``new_rows`` (both compact), at the larger of the two widths."""
     w = max(s.width(partitions), s.width(new_rows))
     cols = s.compact_columns(w)
-    return widen(partitions, w).select(*cols).unionByName(widen(new_rows, w).select(*cols))
+    # The new rows have no ``_prev``: the commit sees them as created.
+    return (
+        widen(partitions, w)
+        .select(*cols, *tracked(partitions))
+        .unionByName(widen(new_rows, w).select(*cols), allowMissingColumns=True)
+    )
 
 
 def _kafka_draws(n: int, fixed_start: int, rng: random.Random | None) -> tuple[int, int]:
@@ -163,10 +168,12 @@ def on_new_partition_creation(
     """
     s.check_compact(partitions_with_new_rows)
     w = s.width(partitions_with_new_rows)
-    cols = [*s.compact_columns(w), ERRORS, _NEW]
-    df = _selected_new(partitions_with_new_rows.select(*s.compact_columns(w)), new_selection)
+    table = partitions_with_new_rows
+    df = _selected_new(table.select(*s.compact_columns(w), *tracked(table)), new_selection)
     new = F.col(_NEW)
-    df = partition_changes(df, new, PartitionState.NewPartition).outcomes.select(*cols)
+    df = partition_changes(df, new, PartitionState.NewPartition).outcomes
+    cols = [*s.compact_columns(w), *tracked(df), _NEW]
+    df = df.select(*cols)
     df = replica_changes(df, lambda _b, _k: new, ReplicaState.NewReplica).outcomes.select(*cols)
     online = partition_changes(df, new, PartitionState.OnlinePartition, view).outcomes
     counted = online.select(
@@ -175,4 +182,4 @@ def on_new_partition_creation(
         (F.col(OUTCOME) == int(Outcome.FAILED)).cast("int").alias(INIT_FAILED),
     )
     done = replica_changes(counted, lambda _b, _k: new, ReplicaState.OnlineReplica).outcomes
-    return done.select(*s.compact_columns(w), ERRORS, INITIALIZED, INIT_FAILED)
+    return done.select(*s.compact_columns(w), *tracked(done), INITIALIZED, INIT_FAILED)

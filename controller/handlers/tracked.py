@@ -1,0 +1,17 @@
+"""Columns every handler carries from the table it starts from to the generation it returns."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from controller.diff import PREVIOUS
+from statemachines.state_change_errors import ERRORS
+
+# A row's refused transitions (for the state-change log) and its fingerprint in the generation
+# the handler started from (so the commit finds the changed rows without a join).
+TRACKED = (ERRORS, PREVIOUS)
+
+
+def tracked(df: DataFrame) -> list[str]:
+    """The ``TRACKED`` columns ``df`` has, to list beside the compact ones in a select."""
+    return [c for c in TRACKED if c in df.columns]

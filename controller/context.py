@@ -26,7 +26,7 @@ from statemachines.columns import any_of, has_leadership, in_list, in_topics
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
 from statemachines.replica_states import ReplicaState
-from statemachines.state_change_errors import carried, error_count
+from statemachines.state_change_errors import ERRORS, error_count
 
 log = logging.getLogger(__name__)
 _STAMPS = (CREATED, CHANGED)
@@ -178,7 +178,7 @@ class ControllerContext:
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
-        errors = carried(new_partitions)
+        errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
         stamps = (
             [stamp_changes(new_partitions, self.generation)]

@@ -70,11 +70,6 @@ def appended(before: Column, entries: Sequence[tuple[Column, Column]]) -> Column
     return F.when(any_flag, combined).otherwise(before).alias(ERRORS)
 
 
-def carried(df: DataFrame) -> list[str]:
-    """``[ERRORS]`` if ``df`` carries errors: for a handler's column list."""
-    return [ERRORS] if ERRORS in df.columns else []
-
-
 def error_count() -> Column:
     """Entries in a row's errors (0 for null: ``size`` of null depends on a legacy setting)."""
     errors = F.col(ERRORS)

@@ -6,12 +6,23 @@ every generation — the controller's partitions, the diff of two generations, t
 ZooKeeper's partition region — would carry an estimate whose digits grow exponentially with the
 generations, and planning one event would take minutes after a few dozen events. Here the
 checkpointed rows are re-wrapped as a plain RDD relation, whose estimate is Spark's default.
+
+Spark frees checkpointed blocks when the JVM collects their RDD, which under a steady stream of
+generations comes late: the dead generations fill the storage memory, and Spark then writes them
+to disk to make room for the next one. ``release`` frees a frame's blocks the moment its owner
+knows nothing will read them again.
 """
 
 from __future__ import annotations
 
+from typing import Any
+from weakref import WeakKeyDictionary
+
 from pyspark.sql import DataFrame
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+# The checkpointed RDD behind each frame ``local_checkpoint`` returned (while the frame lives).
+_BLOCKS: WeakKeyDictionary[DataFrame, Any] = WeakKeyDictionary()
 
 
 def local_checkpoint(df: DataFrame, eager: bool = True) -> DataFrame:
@@ -21,4 +32,17 @@ def local_checkpoint(df: DataFrame, eager: bool = True) -> DataFrame:
     jspark = spark._jsparkSession  # type: ignore[attr-defined]
     rows = checkpointed._jdf.queryExecution().toRdd()  # type: ignore[attr-defined]
     schema = jspark.parseDataType(df.schema.json())
-    return ClassicDataFrame(jspark.internalCreateDataFrame(rows, schema, False), spark)
+    out = ClassicDataFrame(jspark.internalCreateDataFrame(rows, schema, False), spark)
+    _BLOCKS[out] = checkpointed._jdf.queryExecution().analyzed().rdd()  # type: ignore[attr-defined]
+    return out
+
+
+def release(df: DataFrame | None) -> None:
+    """Free the blocks behind a frame ``local_checkpoint`` returned, now (no-op for others).
+
+    Only for a frame nothing will read again, directly or through a frame derived from it:
+    reading released blocks fails.
+    """
+    blocks = _BLOCKS.pop(df, None) if df is not None else None
+    if blocks is not None:
+        blocks.unpersist(False)

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.handlers import election as he
+from statemachines.columns import MAX_LISTED_PARTITIONS, in_partitions
 
 if TYPE_CHECKING:
     from controller.kafka_controller import KafkaController as _Controller
@@ -32,12 +33,17 @@ class ElectionEvents(_Controller):
         if event.partitions is None:
             selection: Any = F.lit(True)
         else:
-            keys = [
+            keys = {
                 (self.ctx.topics[p.topic].index, p.partition)
                 for p in event.partitions
                 if p.topic in self.ctx.topics
-            ]
-            selection = self.spark.createDataFrame(keys, "topic_index int, partition int")
+            }
+            if len(keys) <= MAX_LISTED_PARTITIONS:
+                selection = in_partitions(keys)
+            else:
+                selection = self.spark.createDataFrame(
+                    sorted(keys), "topic_index int, partition int"
+                )
         table = he.on_replica_election(
             self._table(),
             selection,

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.broker_events import BrokerEvents
-from controller.checkpoint import local_checkpoint
+from controller.checkpoint import local_checkpoint, release
 from controller.context import ControllerContext, Gauges, LiveBroker
 from controller.diff import generation_diff, stamped_diff, with_previous
 from controller.election_events import ElectionEvents
@@ -98,6 +98,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         self._record: EventRecord | None = None
         self.last_gauges: Gauges | None = None
         self._baseline: DataFrame | None = None  # the table as loaded at failover
+        self._retired: list[DataFrame | None] = []  # replaced at the last commit: freed at the next
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -289,6 +290,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         assert self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
         lines: DataFrame | None = None
+        diff: DataFrame | None = None
         if previous is not None:
             # What the event changed, materialised by the first pass over it (the ZooKeeper write
             # totals); writes, broker requests and the state-change log read that small frame.
@@ -315,6 +317,11 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             if lines is not None:
                 self.state_change_log.append(lines, self.clock.now_ms())
         self.after_reassignment_commit(committed, gauges.counters)
+        # An event may still read the generation it started from after committing (a deletion
+        # step collects its facts then), so blocks are freed one commit later.
+        for retired in self._retired:
+            release(retired)
+        self._retired = [previous, diff]
         self.last_gauges = gauges
         if self._record is not None:
             record = self._record

@@ -14,7 +14,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import NoNodeError
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from controller import events as ev
@@ -31,7 +30,7 @@ from controller.zk.admin_zk_client import read_topic_assignment, read_topic_conf
 from controller.zk.kafka_zk_client import fenced_delete, topic_znode_paths
 from controller.zk.paths import BROKER_TOPICS, DELETE_TOPICS, DeleteTopicZNode, TopicZNode
 from statemachines import schemas as s
-from statemachines.columns import in_topics
+from statemachines.columns import in_partitions, in_topics
 
 if TYPE_CHECKING:
     from controller.kafka_controller import KafkaController as _Controller
@@ -39,15 +38,6 @@ else:
     _Controller = object
 
 log = logging.getLogger(__name__)
-
-
-def _keys_column(keys: set[tuple[int, int]]) -> Column:
-    """(topic_index, partition) ∈ ``keys`` for a small driver-side set."""
-    if not keys:
-        return F.lit(False)
-    pairs = [F.struct(F.lit(t).alias("t"), F.lit(p).alias("p")) for t, p in sorted(keys)]
-    here = F.struct(F.col(s.TOPIC_INDEX).alias("t"), F.col(s.PARTITION).alias("p"))
-    return here.isin(*pairs)
 
 
 class TopicEvents(_Controller):
@@ -183,7 +173,7 @@ class TopicEvents(_Controller):
                 for tp, error in event.partition_errors.items()
                 if error != "NONE" and tp.topic in self.ctx.topics
             }
-            keys = _keys_column(bad)
+            keys = in_partitions(bad)
             failed = lambda _b, _k: keys  # noqa: E731
         step = self.ctx.deletion.on_stop_replica_response(
             self._table(), event.replica_id, failed, self.ctx.view()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import reduce
 
 from pyspark.sql import Column
@@ -94,6 +94,23 @@ def isr(w: int) -> list[Column]:
 def has_leadership() -> Column:
     """The partition has a state znode (cached leadership in Kafka's terms)."""
     return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
+
+
+# Above this many keys a selection is better joined (broadcast) than parsed into an IN list.
+MAX_LISTED_PARTITIONS = 10_000
+
+
+def in_partitions(keys: Iterable[tuple[int, int]]) -> Column:
+    """The row's (topic_index, partition) is one of ``keys`` (false for none).
+
+    One parsed IN over the pair packed into a long (the optimizer makes it a hash-set lookup):
+    neither a join nor a JVM call per key. For driver-side sets up to ``MAX_LISTED_PARTITIONS``.
+    """
+    packed = sorted({(int(t) << 32) | int(p) for t, p in keys})
+    if not packed:
+        return F.lit(False)
+    key = f"(CAST({s.TOPIC_INDEX} AS BIGINT) << 32 | {s.PARTITION})"
+    return F.expr(f"{key} IN ({','.join(map(str, packed))})")
 
 
 def in_topics(topic_indices: Sequence[int]) -> Column:

@@ -139,7 +139,8 @@ def _selection(df: DataFrame, targets: Column | DataFrame) -> DataFrame:
     if isinstance(targets, Column):
         return df.withColumn(SELECTED, F.coalesce(targets, F.lit(False)))
     keys = targets.select(s.TOPIC_INDEX, s.PARTITION).distinct().withColumn(SELECTED, F.lit(True))
-    joined = df.join(keys, [s.TOPIC_INDEX, s.PARTITION], "left")
+    # Event-sized keys: broadcast, so the table is never shuffled to meet them.
+    joined = df.join(F.broadcast(keys), [s.TOPIC_INDEX, s.PARTITION], "left")
     return joined.withColumn(SELECTED, F.coalesce(F.col(SELECTED), F.lit(False)))
 
 

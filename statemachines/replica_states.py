@@ -89,7 +89,7 @@ def _selected(df: DataFrame, targets: ReplicaSelector, w: int) -> tuple[DataFram
         keys = targets.groupBy(s.TOPIC_INDEX, s.PARTITION).agg(
             F.collect_set(s.BROKER).alias(_TARGET_BROKERS)
         )
-        joined = df.join(keys, [s.TOPIC_INDEX, s.PARTITION], "left")
+        joined = df.join(F.broadcast(keys), [s.TOPIC_INDEX, s.PARTITION], "left")
         arr = F.coalesce(F.col(_TARGET_BROKERS), F.array().cast("array<int>"))
         return joined, [F.array_contains(arr, r) for r in reps]
     return df, [F.coalesce(targets(r, k), F.lit(False)) for k, r in enumerate(reps)]

@@ -1,11 +1,12 @@
-"""Checkpointed generations forget the size estimate of the plan they replace."""
+"""Checkpointed generations forget the size estimate of the plan they replace, and free their
+blocks when released."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import local_checkpoint
+from controller.checkpoint import _BLOCKS, local_checkpoint, release
 
 LONG_MAX_DIGITS = len(str(2**63 - 1))
 
@@ -25,3 +26,27 @@ def test_a_table_rebuilt_through_joins_keeps_a_bounded_estimate(spark: SparkSess
     assert estimate_digits(table) <= LONG_MAX_DIGITS
     assert table.count() == 1_000
     assert table.agg(F.sum("v")).first()[0] == sum(i % 7 for i in range(1_000))
+
+
+def persisted_rdd_ids(spark: SparkSession) -> set[int]:
+    return {i.id() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()}  # type: ignore[union-attr]
+
+
+def checkpointed_rdd_id(df: DataFrame) -> int:
+    return int(_BLOCKS[df].id())
+
+
+def test_release_frees_the_blocks_at_once_and_only_of_checkpointed_frames(
+    spark: SparkSession,
+) -> None:
+    kept = local_checkpoint(spark.range(100).withColumn("v", F.col("id") * 2))
+    dropped = local_checkpoint(spark.range(100).withColumn("v", F.col("id") * 3))
+    ids = checkpointed_rdd_id(kept), checkpointed_rdd_id(dropped)
+    assert set(ids) <= persisted_rdd_ids(spark)
+    release(dropped)
+    release(dropped)  # a second release, and frames never checkpointed, are no-ops
+    release(spark.range(3))
+    release(None)
+    assert ids[0] in persisted_rdd_ids(spark)
+    assert ids[1] not in persisted_rdd_ids(spark)
+    assert kept.agg(F.sum("v")).first()[0] == 2 * sum(range(100))

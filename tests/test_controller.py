@@ -20,7 +20,12 @@ from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import ControllerEpochZNode, ControllerZNode, PartitionStateZNode
 from statemachines import schemas as s
-from tests.test_checkpoint import LONG_MAX_DIGITS, estimate_digits
+from tests.test_checkpoint import (
+    LONG_MAX_DIGITS,
+    checkpointed_rdd_id,
+    estimate_digits,
+    persisted_rdd_ids,
+)
 
 T0 = ("t", 0, [2, 3, 1], [], [], [2, 3, 1], 2, 0, 0, 1, "OnlinePartition")
 U0 = ("u", 0, [3], [], [], [3], 3, 0, 0, 1, "OnlinePartition")
@@ -163,3 +168,21 @@ def test_generations_and_the_zookeeper_table_keep_a_bounded_size_estimate(cluste
     base = c.store.partitions.base
     assert estimate_digits(active.ctx.partitions) <= LONG_MAX_DIGITS
     assert estimate_digits(base) <= LONG_MAX_DIGITS
+
+
+def test_a_replaced_generation_frees_its_blocks_one_commit_later(
+    cluster: tuple, spark: SparkSession
+) -> None:
+    c, _ = cluster
+    active = c.active_controller()
+    assert active is not None and active.ctx.committed is not None
+    first = checkpointed_rdd_id(active.ctx.committed)
+    assert first in persisted_rdd_ids(spark)
+    c.crash(3)
+    c.drain()
+    c.start_broker(3)
+    c.drain()
+    held = persisted_rdd_ids(spark)
+    assert first not in held
+    assert checkpointed_rdd_id(active.ctx.committed) in held
+    assert _table(c)["t-0"][0] == 2

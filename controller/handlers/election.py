@@ -68,7 +68,7 @@ def _with_requested(partitions: DataFrame, selection: Column | DataFrame) -> Dat
     if isinstance(selection, Column):
         return partitions.withColumn(_REQUESTED, F.coalesce(selection, F.lit(False)))
     keys = selection.select(s.TOPIC_INDEX, s.PARTITION).distinct().withColumn(_REQUESTED, F.lit(1))
-    joined = partitions.join(keys, [s.TOPIC_INDEX, s.PARTITION], "left")
+    joined = partitions.join(F.broadcast(keys), [s.TOPIC_INDEX, s.PARTITION], "left")
     return joined.withColumn(_REQUESTED, F.col(_REQUESTED).isNotNull())
 
 

@@ -43,7 +43,8 @@ Where the diff-based derivation differs from Kafka:
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from functools import reduce
+from dataclasses import dataclass
+from functools import lru_cache, reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -134,6 +135,30 @@ def request_batches(
     if not live.ids:
         # Every request would be dropped at send time.
         return diff.sparkSession.createDataFrame([], BATCHES_SCHEMA)
+    plan = _batch_plan(w, live, tuple(sorted(set(deleting_topics))))
+    counted = (
+        with_replica_slots(diff, w)
+        .withColumns(plan.staged)
+        .select(F.inline(plan.sent))
+        .groupBy(s.BROKER)
+        .agg(*plan.counts)
+    )
+    return counted.select(F.inline(plan.batches)).where(F.col(PARTITIONS) > 0)
+
+
+@dataclass(frozen=True)
+class _BatchPlan:
+    """The Columns of ``request_batches`` for one (width, brokers, deleting topics)."""
+
+    staged: dict[str, Column]
+    sent: Column
+    counts: list[Column]
+    batches: Column
+
+
+@lru_cache(maxsize=16)
+def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _BatchPlan:
+    """Built once per key and reused: an event's plan is otherwise thousands of JVM calls."""
     has = _leadership(F.col(s.ZK_VERSION))
     had = _leadership(F.col(prev(s.ZK_VERSION)))
     p_before, p_after = partition_codes()
@@ -146,22 +171,20 @@ def request_batches(
     def entered_deletion(e: Column) -> Column:
         return slot_key(e).isin(_ENTERS_DELETION)
 
-    df = with_replica_slots(diff, w).withColumns(
-        {
-            "_has": has,
-            "_had": had,
-            "_init": has & ~had,
-            # Kafka announces the value after an ISR removal even when nothing was written.
-            "_announce": has
-            & had
-            & ~in_topics(deleting_topics)
-            & (_leadership_changed(w) | F.exists(slots, entered_offline)),
-            "_deletion_broadcast": in_topics(deleting_topics)
-            & has
-            & (F.exists(slots, entered_deletion) | ((p_after == gone) & (p_before != gone))),
-            "_isr": F.array(*(F.col(s.isr_col(k)) for k in range(w))),
-        }
-    )
+    staged = {
+        "_has": has,
+        "_had": had,
+        "_init": has & ~had,
+        # Kafka announces the value after an ISR removal even when nothing was written.
+        "_announce": has
+        & had
+        & ~in_topics(deleting_topics)
+        & (_leadership_changed(w) | F.exists(slots, entered_offline)),
+        "_deletion_broadcast": in_topics(deleting_topics)
+        & has
+        & (F.exists(slots, entered_deletion) | ((p_after == gone) & (p_before != gone))),
+        "_isr": F.array(*(F.col(s.isr_col(k)) for k in range(w))),
+    }
 
     def wanted(e: Column) -> Column:
         """The replica is added to the LeaderAndIsr batch (whether or not it is reachable)."""
@@ -205,17 +228,13 @@ def request_batches(
         ),
     )
     sent = F.filter(entries, lambda e: e["lair"] | e["stop"] | e["metadata"])
-    counted = (
-        df.select(F.inline(sent))
-        .groupBy(s.BROKER)
-        .agg(
-            F.count_if(F.col("lair")).alias("_lair"),
-            F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
-            F.count_if(F.col("stop")).alias("_stop"),
-            F.count_if(F.col("stop") & F.col("delete")).alias("_deletes"),
-            F.count_if(F.col("metadata")).alias("_metadata"),
-        )
-    )
+    counts = [
+        F.count_if(F.col("lair")).alias("_lair"),
+        F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
+        F.count_if(F.col("stop")).alias("_stop"),
+        F.count_if(F.col("stop") & F.col("delete")).alias("_deletes"),
+        F.count_if(F.col("metadata")).alias("_metadata"),
+    ]
     zero = F.lit(0).cast("long")
 
     def batch(broker: Column, kind: str, n: Column, leads: Column, deletes: Column) -> Column:
@@ -237,8 +256,7 @@ def request_batches(
         literal_array(sorted(live.ids)),
         lambda b: batch(b, UPDATE_METADATA, F.col("_metadata"), zero, zero),
     )
-    rows = counted.select(F.inline(F.when(broker.isNull(), to_all).otherwise(per_broker)))
-    return rows.where(F.col(PARTITIONS) > 0)
+    return _BatchPlan(staged, sent, counts, F.when(broker.isNull(), to_all).otherwise(per_broker))
 
 
 def request_totals(batches: DataFrame) -> dict[str, int]:

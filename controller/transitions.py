@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from enum import IntEnum
+from functools import lru_cache
 from typing import TypeVar
 
 from pyspark.sql import Column, DataFrame
@@ -130,6 +131,12 @@ def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
     are matched by broker id); ``assigned``: the replica is in the new assignment. The new
     assignment's replicas come first, in order, then those that left it.
     """
+    return diff.withColumn(SLOTS, _replica_slots(w))
+
+
+@lru_cache(maxsize=8)
+def _replica_slots(w: int) -> Column:
+    """The ``SLOTS`` Column of width ``w``, built once (a few hundred JVM calls)."""
     none = F.lit(int(_R.NonExistentReplica))
     new_reps = [F.col(s.replica_col(k)) for k in range(w)]
     old_reps = [F.col(prev(s.replica_col(j))) for j in range(w)]
@@ -158,7 +165,7 @@ def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
         )
         previous = F.col(prev(s.replica_state_col(j)))
         slots.append(F.when(gone, slot(old_reps[j], previous, none, False)))
-    return diff.withColumn(SLOTS, F.filter(F.array(*slots), lambda x: x.isNotNull()))
+    return F.filter(F.array(*slots), lambda x: x.isNotNull())
 
 
 def partition_codes() -> tuple[Column, Column]:

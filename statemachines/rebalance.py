@@ -39,13 +39,13 @@ def imbalance_ratios(partitions: DataFrame, excluded: Column | None = None) -> D
     return grouped.withColumn(RATIO, F.col(NOT_PREFERRED) / F.col(TOTAL))
 
 
-def preferred_replica_imbalance(partitions: DataFrame, excluded: Column | None = None) -> Column:
-    """Kafka's PreferredReplicaImbalanceCount as an aggregate Column (§11.3), for a metrics job.
+def preferred_replica_imbalance(w: int, excluded: Column | None = None) -> Column:
+    """Kafka's PreferredReplicaImbalanceCount over a compact table of width ``w``, as an
+    aggregate Column (§11.3), for a metrics job.
 
     A partition being reassigned whose preferred replica is still an adding replica counts only
     once that replica is in the ISR.
     """
-    w = s.width(partitions)
     preferred = F.col(s.replica_col(0))
     adding_head = F.col(s.ADDING_MASK).bitwiseAND(F.lit(1)) != 0
     head_in_isr = F.lit(False)

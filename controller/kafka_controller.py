@@ -189,6 +189,10 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
+        # A deposed controller's tables are dead: free their blocks now, not at some JVM GC.
+        for dead in (*self._retired, self.ctx.committed, self._baseline):
+            release(dead)
+        self._retired, self._baseline = [], None
         self.ctx.reset()
         self.last_gauges = None
 

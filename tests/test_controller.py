@@ -186,3 +186,18 @@ def test_a_replaced_generation_frees_its_blocks_one_commit_later(
     assert first not in held
     assert checkpointed_rdd_id(active.ctx.committed) in held
     assert _table(c)["t-0"][0] == 2
+
+
+def test_a_deposed_controller_frees_the_blocks_of_its_tables(
+    cluster: tuple, spark: SparkSession
+) -> None:
+    c, _ = cluster
+    deposed = c.active_controller()
+    assert deposed is not None and deposed.ctx.committed is not None
+    held = checkpointed_rdd_id(deposed.ctx.committed)
+    c.expire_session(deposed.broker_id)  # it resigns, then a failover (maybe its own) reloads
+    c.drain()
+    active = c.active_controller()
+    assert active is not None and active.ctx.epoch == 2
+    assert held not in persisted_rdd_ids(spark)
+    assert _table(c)["t-0"][:3] == (2, 0, [2, 3, 1])

@@ -15,14 +15,15 @@ knows nothing will read them again.
 
 from __future__ import annotations
 
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from pyspark.sql import DataFrame
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-# The checkpointed RDD behind each frame ``local_checkpoint`` returned (while the frame lives).
-_BLOCKS: WeakKeyDictionary[DataFrame, Any] = WeakKeyDictionary()
+# The id of the checkpointed RDD behind each frame ``local_checkpoint`` returned, while the frame
+# lives. An id, not the RDD: a JVM reference held here would keep the blocks of a frame that is
+# never released from Spark's cleaner.
+_BLOCKS: WeakKeyDictionary[DataFrame, int] = WeakKeyDictionary()
 
 
 def local_checkpoint(df: DataFrame, eager: bool = True) -> DataFrame:
@@ -33,7 +34,7 @@ def local_checkpoint(df: DataFrame, eager: bool = True) -> DataFrame:
     rows = checkpointed._jdf.queryExecution().toRdd()  # type: ignore[attr-defined]
     schema = jspark.parseDataType(df.schema.json())
     out = ClassicDataFrame(jspark.internalCreateDataFrame(rows, schema, False), spark)
-    _BLOCKS[out] = checkpointed._jdf.queryExecution().analyzed().rdd()  # type: ignore[attr-defined]
+    _BLOCKS[out] = int(checkpointed._jdf.queryExecution().analyzed().rdd().id())  # type: ignore[attr-defined]
     return out
 
 
@@ -43,6 +44,6 @@ def release(df: DataFrame | None) -> None:
     Only for a frame nothing will read again, directly or through a frame derived from it:
     reading released blocks fails.
     """
-    blocks = _BLOCKS.pop(df, None) if df is not None else None
-    if blocks is not None:
-        blocks.unpersist(False)
+    rdd_id = _BLOCKS.pop(df, None) if df is not None else None
+    if rdd_id is not None:
+        df.sparkSession.sparkContext._jsc.sc().unpersistRDD(rdd_id, False)  # type: ignore[union-attr]

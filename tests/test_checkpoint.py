@@ -33,7 +33,7 @@ def persisted_rdd_ids(spark: SparkSession) -> set[int]:
 
 
 def checkpointed_rdd_id(df: DataFrame) -> int:
-    return int(_BLOCKS[df].id())
+    return _BLOCKS[df]
 
 
 def test_release_frees_the_blocks_at_once_and_only_of_checkpointed_frames(

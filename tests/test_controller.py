@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from controller import events as ev
 from controller.emulation import EmulatedCluster
+from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
 from controller.zk import InMemoryZooKeeper
 from controller.zk.bootstrap import bootstrap_cluster
@@ -170,13 +171,18 @@ def test_generations_and_the_zookeeper_table_keep_a_bounded_size_estimate(cluste
     assert estimate_digits(base) <= LONG_MAX_DIGITS
 
 
+def _committed_blocks(c: EmulatedCluster) -> tuple[KafkaController, int]:
+    """The active controller and the RDD id of its committed generation's blocks."""
+    active = c.active_controller()
+    assert active is not None and active.ctx.committed is not None
+    return active, checkpointed_rdd_id(active.ctx.committed)
+
+
 def test_a_replaced_generation_frees_its_blocks_one_commit_later(
     cluster: tuple, spark: SparkSession
 ) -> None:
     c, _ = cluster
-    active = c.active_controller()
-    assert active is not None and active.ctx.committed is not None
-    first = checkpointed_rdd_id(active.ctx.committed)
+    active, first = _committed_blocks(c)
     assert first in persisted_rdd_ids(spark)
     c.crash(3)
     c.drain()
@@ -192,9 +198,7 @@ def test_a_deposed_controller_frees_the_blocks_of_its_tables(
     cluster: tuple, spark: SparkSession
 ) -> None:
     c, _ = cluster
-    deposed = c.active_controller()
-    assert deposed is not None and deposed.ctx.committed is not None
-    held = checkpointed_rdd_id(deposed.ctx.committed)
+    deposed, held = _committed_blocks(c)
     c.expire_session(deposed.broker_id)  # it resigns, then a failover (maybe its own) reloads
     c.drain()
     active = c.active_controller()

@@ -152,7 +152,7 @@ class _BatchPlan:
 
     staged: dict[str, Column]
     sent: Column
-    counts: list[Column]
+    counts: tuple[Column, ...]
     batches: Column
 
 
@@ -228,13 +228,13 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
         ),
     )
     sent = F.filter(entries, lambda e: e["lair"] | e["stop"] | e["metadata"])
-    counts = [
+    counts = (
         F.count_if(F.col("lair")).alias("_lair"),
         F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
         F.count_if(F.col("stop")).alias("_stop"),
         F.count_if(F.col("stop") & F.col("delete")).alias("_deletes"),
         F.count_if(F.col("metadata")).alias("_metadata"),
-    ]
+    )
     zero = F.lit(0).cast("long")
 
     def batch(broker: Column, kind: str, n: Column, leads: Column, deletes: Column) -> Column:

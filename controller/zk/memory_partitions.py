@@ -8,14 +8,18 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   that topic (of that one partition, for topics above ``TOPIC_LOAD_LIMIT``) as ``Znode`` objects
   on first touch and keep changes in a small driver-side overlay; the overlay is merged into the
   DataFrame before the next bulk operation.
-* Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``): the
-  updates are broadcast over the table in one pass (a full outer join when they are many), and
-  updates without a node (creates, NONODE) are merged apart only when there are some. The merge
-  result is checkpointed locally, so every generation's plan starts from materialised rows (a
-  plan that grew with every write would make each write slower and, at a few dozen writes,
-  exhaust the driver planning it); optionally every ``snapshot_every`` generations the table is
-  also written to Parquet under a temp dir and read back. DataFrames handed out earlier stay
-  valid until ``close``.
+* Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``). A
+  write of a few rows (up to ``broadcast_rows``) is broadcast over the table and only the rows it
+  names are merged; they join a small ``delta`` frame whose rows supersede the ``base`` rows of
+  the same key. Rewriting the whole table for each event's handful of changed states would cost
+  a pass that writes every row and a new generation's worth of blocks. The delta folds into the
+  base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows`` (its keys are broadcast),
+  and at every larger write (a full outer join). Single-op changes reach the delta the same way
+  when they delete no node. Base and delta are checkpointed locally, so every plan starts from
+  materialised rows (a plan that grew with every write would make each write slower and, at a
+  few dozen writes, exhaust the driver planning it); optionally every ``snapshot_every`` new
+  bases the table is also written to Parquet under a temp dir and read back. DataFrames handed
+  out earlier stay valid until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -52,6 +56,7 @@ _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/st
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
 KEY = [TOPIC, PARTITION]
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
+DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
 
 
 def parse(path: str) -> tuple[Key, bool] | None:
@@ -76,6 +81,9 @@ class PartitionRegion:
 
     def __init__(self, snapshot_every: int = 0, broadcast_rows: int = 200_000) -> None:
         self.base: DataFrame | None = None
+        # Rows written since ``base`` was installed; ``delta_rows`` bounds their count from above.
+        self.delta: DataFrame | None = None
+        self.delta_rows = 0
         self.overlay: dict[Key, Entry] = {}
         self.dirty: set[Key] = set()
         self.counts: dict[str, int] = {}
@@ -102,8 +110,8 @@ class PartitionRegion:
             return []
         topic = match.group(1)
         names: set[int] = set()
-        if self.base is not None:
-            rows = self.base.filter(F.col(TOPIC) == topic).select(PARTITION).collect()
+        if (table := self.table) is not None:
+            rows = table.filter(F.col(TOPIC) == topic).select(PARTITION).collect()
             names = {r[0] for r in rows}
         for (t, p), entry in self.overlay.items():
             if t == topic:
@@ -138,17 +146,25 @@ class PartitionRegion:
         if entry is not None:
             return entry
         topic = key[0]
-        if self.base is not None and self.counts.get(topic):
+        if (table := self.table) is not None and self.counts.get(topic):
             # One Spark job materialises the whole topic (up to a limit): single ops come in
             # bursts over one topic's partitions (leaders' ISR writes, admin reads).
             wanted = F.col(TOPIC) == topic
             if self.counts[topic] > TOPIC_LOAD_LIMIT:
                 wanted = wanted & (F.col(PARTITION) == key[1])
-            for row in self.base.filter(wanted).collect():
+            for row in table.filter(wanted).collect():
                 self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row.asDict()))
         return self.overlay.setdefault(key, Entry(None, None))
 
     # -- generations -----------------------------------------------------------------------
+    @property
+    def table(self) -> DataFrame | None:
+        """Every partition row: the base, with the delta's rows in place of their keys'."""
+        if self.base is None or self.delta is None:
+            return self.base
+        keys = F.broadcast(self.delta.select(*KEY))
+        return self.base.join(keys, KEY, "left_anti").unionByName(self.delta)
+
     def _spark(self) -> SparkSession:
         from spark_app.session import get_spark
 
@@ -158,11 +174,11 @@ class PartitionRegion:
         return spark.createDataFrame([], INTERNAL_SCHEMA)
 
     def _install(self, new_base: DataFrame, materialised: bool = False) -> None:
-        """Make ``new_base`` the current generation.
+        """Make ``new_base`` (every row) the base, with an empty delta.
 
-        ``materialised``: ``new_base`` is a lazy projection of a checkpointed frame (the bulk
-        merge); otherwise it is checkpointed here. Every ``snapshot_every`` generations it goes
-        through Parquet instead. Blocks of earlier generations go when nothing references them.
+        ``materialised``: ``new_base`` is a lazy projection of a checkpointed frame (a full
+        merge); otherwise it is checkpointed here. Every ``snapshot_every`` bases it goes
+        through Parquet instead. Blocks of earlier bases go when nothing references them.
         """
         self._generation += 1
         if self.snapshot_every and self._generation % self.snapshot_every == 0:
@@ -173,7 +189,25 @@ class PartitionRegion:
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
         elif not materialised:
             new_base = local_checkpoint(new_base)
-        self.base = new_base
+        self.base, self.delta, self.delta_rows = new_base, None, 0
+
+    def _supersede(self, rows: DataFrame, count: int) -> None:
+        """Put ``rows`` (at most ``count``, distinct keys, existing nodes) in place of their
+        keys' rows: into the delta, or — once the delta outgrows its bound — a new base."""
+        delta = rows
+        if self.delta is not None:
+            delta = self.delta.join(F.broadcast(rows.select(*KEY)), KEY, "left_anti").unionByName(
+                rows
+            )
+        self.delta_rows += count
+        total = sum(self.counts.values())
+        if self.delta_rows > min(self.broadcast_rows, max(total // 4, DELTA_MIN_ROWS)):
+            assert self.base is not None
+            keys = F.broadcast(delta.select(*KEY))
+            self._install(self.base.join(keys, KEY, "left_anti").unionByName(delta))
+            return
+        target = rows.sparkSession.sparkContext.defaultParallelism
+        self.delta = local_checkpoint(delta.coalesce(target))
 
     def flush(self) -> None:
         """Merge single-op changes into the DataFrame; forget materialised rows."""
@@ -182,21 +216,26 @@ class PartitionRegion:
             keys = sorted(self.dirty)
             rows = [to_row(k, self.overlay[k]) for k in keys if self.overlay[k].partition]
             changed = spark.createDataFrame(rows, INTERNAL_SCHEMA)
-            key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
-            base = self.base if self.base is not None else self._empty(spark)
-            self._install(base.join(F.broadcast(key_df), KEY, "left_anti").unionByName(changed))
+            if self.base is not None and len(rows) == len(keys):
+                self._supersede(changed, len(rows))  # no node deleted: the rows replace theirs
+            else:
+                key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
+                table = self.table if self.base is not None else self._empty(spark)
+                self._install(
+                    table.join(F.broadcast(key_df), KEY, "left_anti").unionByName(changed)
+                )
         self.dirty.clear()
         self.overlay.clear()
 
     def drop_topic(self, topic: str) -> None:
         self.flush()
-        if self.base is not None and self.counts.get(topic):
-            self._install(self.base.filter(F.col(TOPIC) != topic))
+        if (table := self.table) is not None and self.counts.get(topic):
+            self._install(table.filter(F.col(TOPIC) != topic))
         self.counts.pop(topic, None)
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
-        self.base = None
+        self.base, self.delta, self.delta_rows = None, None, 0
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -205,7 +244,8 @@ class PartitionRegion:
     def states(self) -> DataFrame | None:
         """Current state rows (all columns of ``INTERNAL_SCHEMA``) after merging the overlay."""
         self.flush()
-        return None if self.base is None else self.base.filter(F.col("has_state"))
+        table = self.table
+        return None if table is None else table.filter(F.col("has_state"))
 
     def bulk_write(
         self,
@@ -226,7 +266,6 @@ class PartitionRegion:
         """
         self.flush()
         spark = updates.sparkSession
-        base = self.base if self.base is not None else self._empty(spark)
         upd = updates.select(
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
             F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
@@ -240,21 +279,27 @@ class PartitionRegion:
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
 
-        if not any(self.counts.values()):
-            m, counts = merged(_without_base(upd))
-        elif (n_updates := upd.count() if rows is None else rows) > self.broadcast_rows:
-            m, counts = merged(base.join(upd, KEY, "full_outer"))
-        else:
-            # The usual controller write: the updates are broadcast and the large table is
-            # scanned in place. Updates without a row (creates; NONODE) are merged apart, only
-            # when the first pass did not account for every update.
-            m, counts = merged(base.join(F.broadcast(upd), KEY, "left"))
+        table = self.table
+        written = F.col("outcome").isin("created", "updated")
+        small = table is not None and any(self.counts.values())
+        if small:
+            n_updates = upd.count() if rows is None else rows
+            small = n_updates <= self.broadcast_rows
+        if small:
+            # The usual controller write: the updates are broadcast over the table, and only
+            # the rows they name are merged. Updates without a row (creates; NONODE) are merged
+            # apart, only when the first pass did not account for every update.
+            assert table is not None
+            m, counts = merged(table.join(F.broadcast(upd), KEY))
             if sum(counts.values()) < n_updates:
-                matched = m.filter(F.col("u_expected").isNotNull()).select(*KEY)
-                missing = upd.join(F.broadcast(matched), KEY, "left_anti")
+                missing = upd.join(F.broadcast(m.select(*KEY)), KEY, "left_anti")
                 extra, more = merged(_without_base(missing).coalesce(1))
-                m = self._compacted(m.unionByName(extra))
+                m = m.unionByName(extra)
                 counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counts.keys() | more}
+        elif table is None or not any(self.counts.values()):
+            m, counts = merged(_without_base(upd))
+        else:
+            m, counts = merged(table.join(upd, KEY, "full_outer"))
         failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
         touched: list[tuple[str, int, str]] = []
         # Watched keys need events; rewritten malformed keys become well-formed.
@@ -263,13 +308,17 @@ class PartitionRegion:
             keys = spark.createDataFrame(sorted(interesting), INTERNAL_SCHEMA[:2])
             touched = [
                 (r[0], r[1], r[2])
-                for r in m.filter(F.col("outcome").isin("created", "updated"))
+                for r in m.filter(written)
                 .join(F.broadcast(keys), KEY, "left_semi")
                 .select(TOPIC, PARTITION, "outcome")
                 .collect()
             ]
-        # The merge result stays cached and backs the new generation (one pass per write).
-        self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
+        # The merge result stays cached and backs the new rows (one pass per write).
+        if small:
+            done = sum(n for (_, o), n in counts.items() if o in ("created", "updated"))
+            self._supersede(m.filter(written).select(*ROW_COLUMNS), done)
+        else:
+            self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
         for (topic, result), n in counts.items():
             if result == "created":
                 self.counts[topic] = self.counts.get(topic, 0) + n
@@ -318,15 +367,6 @@ class PartitionRegion:
             TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
             *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
         )  # fmt: skip
-
-    @staticmethod
-    def _compacted(m: DataFrame) -> DataFrame:
-        """``m`` (the merge plus a one-partition tail of new rows), coalesced to the default
-        parallelism once the tails have doubled it: creates would otherwise add a partition each."""
-        target = m.sparkSession.sparkContext.defaultParallelism
-        if m.rdd.getNumPartitions() <= 2 * target:
-            return m
-        return local_checkpoint(m.coalesce(target))
 
     @staticmethod
     def _failed(m: DataFrame, any_failed: bool) -> DataFrame:

@@ -46,6 +46,18 @@ def _states(
     return df
 
 
+class _Started:
+    """A ``zk`` fixture stand-in over one in-memory store: started clients."""
+
+    def __init__(self, store: InMemoryZooKeeper) -> None:
+        self.store = store
+
+    def client(self):
+        client = self.store.client()
+        client.start()
+        return client
+
+
 def _rows(df: DataFrame) -> list[tuple]:
     return sorted(tuple(r) for r in df.collect())
 
@@ -205,22 +217,15 @@ def test_creates_into_a_populated_store_keep_its_partitioning(spark) -> None:
     # Creates are merged apart from the scan of the table (one small tail per write); the
     # table's partition count must not grow with every topic created.
     store = InMemoryZooKeeper()
-
-    class Started:
-        def client(self):
-            client = store.client()
-            client.start()
-            return client
-
-    client, epoch_version = _cluster(Started(), [f"t{i}" for i in range(10)])
+    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
     writer = PartitionStateStore(client)
     assert writer.write_states(_states(spark, 1000, 10), epoch_version).count() == 0
-    start = store.partitions.base.rdd.getNumPartitions()
+    start = store.partitions.table.rdd.getNumPartitions()
     for i in range(10):
         client.create(f"/brokers/topics/new{i}", b'{"version":3,"partitions":{}}')
         one = _states(spark, 3, 1).withColumn(TOPIC, F.lit(f"new{i}"))
         assert writer.write_states(one, epoch_version).count() == 0
-    assert store.partitions.base.rdd.getNumPartitions() <= 2 * start
+    assert store.partitions.table.rdd.getNumPartitions() <= 2 * start
     read = writer.read_states(spark)
     assert read.count() == 1030
     assert read.filter(F.col(TOPIC) == "new9").select(PARTITION).orderBy(PARTITION).collect() == [
@@ -248,4 +253,43 @@ def test_bulk_write_counts_outcomes_across_the_table_pass_and_the_new_rows(spark
         (0, "NONODE"),
         (7, "NONODE"),
     }
+    store.close()
+
+
+def test_small_writes_supersede_rows_through_a_delta_until_it_outgrows_its_bound(spark) -> None:
+    # An event's few changed states must not rewrite the whole table; what they supersede must
+    # read back everywhere (bulk reads, single ops, version checks) before and after the fold.
+    store = InMemoryZooKeeper()
+    region = store.partitions
+    region.broadcast_rows = 250
+    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
+    writer = PartitionStateStore(client)
+
+    def versions() -> dict[tuple[str, int], int]:
+        return {
+            (r[TOPIC], r[PARTITION]): r[ZK_VERSION] for r in writer.read_states(spark).collect()
+        }
+
+    assert writer.write_states(_states(spark, 1000, 10), epoch_version).count() == 0
+    base = region.base
+    first = _states(spark, 100, 10, version=0)  # partitions 0-9 of every topic
+    assert writer.write_states(first, epoch_version).count() == 0
+    assert writer.write_states(_states(spark, 100, 10, version=1), epoch_version).count() == 0
+    path = PartitionStateZNode.path("t3", 50)
+    client.set(path, PartitionStateZNode.encode_fields(4, 7, [4], 1), version=0)
+    expected = {(f"t{t}", p): 2 if p < 10 else 0 for t in range(10) for p in range(100)}
+    expected[("t3", 50)] = 1
+    assert versions() == expected
+    assert region.base is base and region.delta is not None  # 201 rows superseded, no new base
+    stale = writer.write_states(first, epoch_version).select("error").distinct().collect()
+    assert stale == [("BADVERSION",)]
+    assert client.get(PartitionStateZNode.path("t3", 5))[1].version == 2
+
+    second = _states(spark, 200, 10, version=0).where(F.col(PARTITION) >= 10)
+    assert writer.write_states(second, epoch_version).count() == 0
+    assert region.base is not base and region.delta is None  # 301 > 250: folded into a new base
+    expected |= {(f"t{t}", p): 1 for t in range(10) for p in range(10, 20)}
+    assert versions() == expected
+    data, stat = client.get(path)
+    assert (PartitionStateZNode.decode(data, path).leader, stat.version) == (4, 1)
     store.close()

@@ -24,6 +24,7 @@ from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import any_of, has_leadership, in_list, in_topics
+from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
 from statemachines.replica_states import ReplicaState
@@ -152,7 +153,7 @@ class ControllerContext:
         """(topic_index, topic): small, built from the driver's topic list."""
         if self._topics_frame is None:
             rows = [(t.index, t.name) for t in self.topics.values()]
-            self._topics_frame = self.spark.createDataFrame(rows, s.TOPICS_SCHEMA)
+            self._topics_frame = local_frame(self.spark, rows, s.TOPICS_SCHEMA)
         return self._topics_frame
 
     def topic_indices(self, names: set[str]) -> list[int]:

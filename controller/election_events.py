@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from controller import events as ev
 from controller.handlers import election as he
 from statemachines.columns import MAX_LISTED_PARTITIONS, in_partitions
+from statemachines.local_rows import local_frame
 
 if TYPE_CHECKING:
     from controller.kafka_controller import KafkaController as _Controller
@@ -41,9 +42,7 @@ class ElectionEvents(_Controller):
             if len(keys) <= MAX_LISTED_PARTITIONS:
                 selection = in_partitions(keys)
             else:
-                selection = self.spark.createDataFrame(
-                    sorted(keys), "topic_index int, partition int"
-                )
+                selection = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
         table = he.on_replica_election(
             self._table(),
             selection,

@@ -30,6 +30,7 @@ from controller.zk.paths import (
 )
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
+from statemachines.local_rows import local_frame
 
 if TYPE_CHECKING:
     from controller.kafka_controller import KafkaController as _Controller
@@ -91,7 +92,7 @@ class IsrEvents(_Controller):
         known = sorted((t, p) for t, p in keys if t in self.ctx.topics)
         if not known:
             return
-        selection = self.spark.createDataFrame(known, f"{s.TOPIC} string, {s.PARTITION} int")
+        selection = local_frame(self.spark, known, f"{s.TOPIC} string, {s.PARTITION} int")
         states = self.store.read_states(self.spark, selection).join(
             F.broadcast(self.ctx.topics_frame()), s.TOPIC
         )
@@ -177,9 +178,7 @@ class IsrEvents(_Controller):
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
         table = self._table()
         w = s.width(table)
-        requests = self.spark.createDataFrame(rows, ALTER_ISR_SCHEMA).withColumn(
-            "_req", F.lit(True)
-        )
+        requests = local_frame(self.spark, rows, ALTER_ISR_SCHEMA).withColumn("_req", F.lit(True))
         joined = table.join(F.broadcast(requests), _KEY, "left")
         req = F.coalesce(F.col("_req"), F.lit(False))
         current = F.array_compact(

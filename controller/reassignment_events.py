@@ -24,6 +24,7 @@ from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions
+from statemachines.local_rows import local_frame
 
 if TYPE_CHECKING:
     from controller.kafka_controller import KafkaController as _Controller
@@ -111,7 +112,7 @@ class ReassignmentEvents(_Controller):
         names = {t.index: t.name for t in self.ctx.topics.values()}
         keyed = {(i, p): t for (t, p, _), (i, _, _) in zip(entries, rows, strict=True)}
         table = self._table()
-        plan = self.spark.createDataFrame(rows, PLAN_SCHEMA)
+        plan = local_frame(self.spark, rows, PLAN_SCHEMA)
         checked = hr.validate_reassignments(
             table, plan, self.ctx.view().live, self.ctx.deleting, api
         )
@@ -130,8 +131,10 @@ class ReassignmentEvents(_Controller):
             raise ValueError(
                 f"a reassignment needs {width} replica positions; at most {s.MAX_WIDTH}"
             )
-        start = self.spark.createDataFrame(
-            [(r[s.TOPIC_INDEX], r[s.PARTITION], r[hr.TARGET]) for r in accepted], PLAN_SCHEMA
+        start = local_frame(
+            self.spark,
+            [(r[s.TOPIC_INDEX], r[s.PARTITION], r[hr.TARGET]) for r in accepted],
+            PLAN_SCHEMA,
         )
         out = hr.start_reassignment(table, start, self.ctx.view(), width)
         self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS)

@@ -66,6 +66,7 @@ from controller.transitions import (
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import in_topics, literal_array
+from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 
@@ -134,7 +135,7 @@ def request_batches(
     live = BrokerSet.of(live_or_shutting_down)
     if not live.ids:
         # Every request would be dropped at send time.
-        return diff.sparkSession.createDataFrame([], BATCHES_SCHEMA)
+        return local_frame(diff.sparkSession, [], BATCHES_SCHEMA)
     plan = _batch_plan(w, live, tuple(sorted(set(deleting_topics))))
     counted = (
         with_replica_slots(diff, w)

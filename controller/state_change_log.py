@@ -58,6 +58,7 @@ from controller.transitions import (
     with_replica_slots,
 )
 from statemachines import schemas as s
+from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 
@@ -198,7 +199,7 @@ def state_change_lines(
         leadership.alias("_leadership"),
         F.inline(units),
     )
-    chains = F.broadcast(diff.sparkSession.createDataFrame(_chain_rows(), _CHAIN_SCHEMA))
+    chains = F.broadcast(local_frame(diff.sparkSession, _chain_rows(), _CHAIN_SCHEMA))
     steps = per_unit.join(chains, [_UNIT, _KEY]).where(
         (F.col(_KIND) != _REMOVAL) | F.col("_leadership")
     )

@@ -25,6 +25,7 @@ from statemachines import schemas as s
 from statemachines.assignment import BrokerLike, as_broker_metadata, with_assigned_replicas
 from statemachines.brokers import ClusterView
 from statemachines.layout import widen
+from statemachines.local_rows import local_frame
 from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ReplicaState
@@ -145,7 +146,7 @@ def assigned_partition_rows(
         [f"{s.TOPIC_INDEX} int", f"{s.PARTITION} int"]
         + [f"{s.replica_col(k)} int" for k in range(w)]
     )
-    return _unrecorded(spark.createDataFrame(rows, schema), w)
+    return _unrecorded(local_frame(spark, rows, schema), w)
 
 
 def _selected_new(df: DataFrame, selection: Column | DataFrame) -> DataFrame:

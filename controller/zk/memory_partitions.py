@@ -46,6 +46,7 @@ from controller.zk.memory_rows import (
     to_row,
 )
 from controller.zk.memory_tree import Znode
+from statemachines.local_rows import local_frame
 from statemachines.schemas import (
     PARTITION,
     TOPIC,
@@ -171,7 +172,7 @@ class PartitionRegion:
         return get_spark()
 
     def _empty(self, spark: SparkSession) -> DataFrame:
-        return spark.createDataFrame([], INTERNAL_SCHEMA)
+        return local_frame(spark, [], INTERNAL_SCHEMA)
 
     def _install(self, new_base: DataFrame, materialised: bool = False) -> None:
         """Make ``new_base`` (every row) the base, with an empty delta.
@@ -215,11 +216,11 @@ class PartitionRegion:
             spark = self.base.sparkSession if self.base is not None else self._spark()
             keys = sorted(self.dirty)
             rows = [to_row(k, self.overlay[k]) for k in keys if self.overlay[k].partition]
-            changed = spark.createDataFrame(rows, INTERNAL_SCHEMA)
+            changed = local_frame(spark, rows, INTERNAL_SCHEMA)
             if self.base is not None and len(rows) == len(keys):
                 self._supersede(changed, len(rows))  # no node deleted: the rows replace theirs
             else:
-                key_df = spark.createDataFrame(keys, INTERNAL_SCHEMA[:2])
+                key_df = local_frame(spark, keys, INTERNAL_SCHEMA[:2])
                 table = self.table if self.base is not None else self._empty(spark)
                 self._install(
                     table.join(F.broadcast(key_df), KEY, "left_anti").unionByName(changed)
@@ -305,7 +306,7 @@ class PartitionRegion:
         # Watched keys need events; rewritten malformed keys become well-formed.
         interesting = set(watched) | self.malformed
         if interesting:
-            keys = spark.createDataFrame(sorted(interesting), INTERNAL_SCHEMA[:2])
+            keys = local_frame(spark, sorted(interesting), INTERNAL_SCHEMA[:2])
             touched = [
                 (r[0], r[1], r[2])
                 for r in m.filter(written)
@@ -375,7 +376,7 @@ class PartitionRegion:
             F.col("u_expected").alias(ZK_VERSION), "error",
         )  # fmt: skip
         if not any_failed:
-            return failed.sparkSession.createDataFrame([], failed.schema)
+            return local_frame(failed.sparkSession, [], failed.schema)
         return failed  # lazy over the cached merge result
 
 

@@ -50,6 +50,7 @@ from controller.zk.paths import (
     TopicZNode,
 )
 from controller.zk.protocol import ZkClient
+from statemachines.local_rows import local_frame
 from statemachines.schemas import (
     CONTROLLER_EPOCH,
     ISR,
@@ -112,10 +113,10 @@ class PartitionStateStore:
         store = self.client.store
         states = store.read_states()
         if states is None:
-            return spark.createDataFrame([], STATES_SCHEMA)
+            return local_frame(spark, [], STATES_SCHEMA)
         malformed = sorted(store.partitions.malformed)
         if malformed:
-            bad = spark.createDataFrame(malformed, _KEY_SCHEMA)
+            bad = local_frame(spark, malformed, _KEY_SCHEMA)
             if selection is not None:
                 bad = bad.join(selection.select(TOPIC, PARTITION), [TOPIC, PARTITION], "left_semi")
             hit = bad.limit(1).collect()
@@ -224,7 +225,7 @@ class PartitionStateStore:
             client.kazoo, rows(), epoch_zk_version, self.max_ops, self.max_bytes, self.window
         ):
             failed.append((*row[:-1], error))
-        return states.sparkSession.createDataFrame(failed, FAILED_SCHEMA)
+        return local_frame(states.sparkSession, failed, FAILED_SCHEMA)
 
     def _ensure_partitions_node(self, fenced: FencedWriter, topic: str) -> bool:
         """Create ``/brokers/topics/T/partitions`` (fenced) if needed; False if T has no znode."""

@@ -30,6 +30,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -110,10 +111,7 @@ class PartitionRegion:
         if match is None or not self.counts.get(match.group(1)):
             return []
         topic = match.group(1)
-        names: set[int] = set()
-        if (table := self.table) is not None:
-            rows = table.filter(F.col(TOPIC) == topic).select(PARTITION).collect()
-            names = {r[0] for r in rows}
+        names = {r[PARTITION] for r in self._rows_where(F.col(TOPIC) == topic, PARTITION)}
         for (t, p), entry in self.overlay.items():
             if t == topic:
                 (names.add if entry.partition is not None else names.discard)(p)
@@ -147,15 +145,32 @@ class PartitionRegion:
         if entry is not None:
             return entry
         topic = key[0]
-        if (table := self.table) is not None and self.counts.get(topic):
+        if self.counts.get(topic):
             # One Spark job materialises the whole topic (up to a limit): single ops come in
             # bursts over one topic's partitions (leaders' ISR writes, admin reads).
             wanted = F.col(TOPIC) == topic
             if self.counts[topic] > TOPIC_LOAD_LIMIT:
                 wanted = wanted & (F.col(PARTITION) == key[1])
-            for row in table.filter(wanted).collect():
-                self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row.asDict()))
+            for row in self._rows_where(wanted, *ROW_COLUMNS):
+                self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row))
         return self.overlay.setdefault(key, Entry(None, None))
+
+    def _rows_where(self, wanted: Column, *columns: str) -> list[dict[str, Any]]:
+        """``columns`` of the rows matching ``wanted`` (a delta row in place of its key's base
+        row), in one job: the delta is scanned beside the base, not broadcast against it."""
+        if self.base is None:
+            return []
+        if self.delta is None:
+            return [r.asDict() for r in self.base.filter(wanted).select(*columns).collect()]
+        keyed = list(dict.fromkeys((*KEY, *columns)))
+        tagged = [
+            frame.filter(wanted).select(*keyed).withColumn("_in_delta", F.lit(in_delta))
+            for frame, in_delta in ((self.base, False), (self.delta, True))
+        ]
+        rows: dict[Key, dict[str, Any]] = {}
+        for r in sorted(tagged[0].unionByName(tagged[1]).collect(), key=lambda r: r["_in_delta"]):
+            rows[(r[0], r[1])] = {c: r[c] for c in columns}
+        return list(rows.values())
 
     # -- generations -----------------------------------------------------------------------
     @property

@@ -178,8 +178,7 @@ class PartitionRegion:
         """Every partition row: the base, with the delta's rows in place of their keys'."""
         if self.base is None or self.delta is None:
             return self.base
-        keys = F.broadcast(self.delta.select(*KEY))
-        return self.base.join(keys, KEY, "left_anti").unionByName(self.delta)
+        return _superseded(self.base, self.delta)
 
     def _spark(self) -> SparkSession:
         from spark_app.session import get_spark
@@ -210,17 +209,12 @@ class PartitionRegion:
     def _supersede(self, rows: DataFrame, count: int) -> None:
         """Put ``rows`` (at most ``count``, distinct keys, existing nodes) in place of their
         keys' rows: into the delta, or — once the delta outgrows its bound — a new base."""
-        delta = rows
-        if self.delta is not None:
-            delta = self.delta.join(F.broadcast(rows.select(*KEY)), KEY, "left_anti").unionByName(
-                rows
-            )
+        delta = rows if self.delta is None else _superseded(self.delta, rows)
         self.delta_rows += count
         total = sum(self.counts.values())
         if self.delta_rows > min(self.broadcast_rows, max(total // 4, DELTA_MIN_ROWS)):
             assert self.base is not None
-            keys = F.broadcast(delta.select(*KEY))
-            self._install(self.base.join(keys, KEY, "left_anti").unionByName(delta))
+            self._install(_superseded(self.base, delta))
             return
         target = rows.sparkSession.sparkContext.defaultParallelism
         self.delta = local_checkpoint(delta.coalesce(target))
@@ -393,6 +387,11 @@ class PartitionRegion:
         if not any_failed:
             return local_frame(failed.sparkSession, [], failed.schema)
         return failed  # lazy over the cached merge result
+
+
+def _superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
+    """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
+    return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)
 
 
 def _without_base(upd: DataFrame) -> DataFrame:

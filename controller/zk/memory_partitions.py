@@ -13,8 +13,8 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   names are merged; they join a small ``delta`` frame whose rows supersede the ``base`` rows of
   the same key. Rewriting the whole table for each event's handful of changed states would cost
   a pass that writes every row and a new generation's worth of blocks. The delta folds into the
-  base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows`` (its keys are broadcast),
-  and at every larger write (a full outer join). Single-op changes reach the delta the same way
+  base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows``
+  (its keys are broadcast), and at every larger write (a full outer join). Single-op changes reach the delta the same way
   when they delete no node. Base and delta are checkpointed locally, so every plan starts from
   materialised rows (a plan that grew with every write would make each write slower and, at a
   few dozen writes, exhaust the driver planning it); optionally every ``snapshot_every`` new
@@ -59,6 +59,7 @@ _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
 KEY = [TOPIC, PARTITION]
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
+WRITTEN = ("created", "updated")  # bulk-write outcomes that changed a row
 
 
 def parse(path: str) -> tuple[Key, bool] | None:
@@ -289,28 +290,25 @@ class PartitionRegion:
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
 
-        table = self.table
-        written = F.col("outcome").isin("created", "updated")
-        small = table is not None and any(self.counts.values())
-        if small:
-            n_updates = upd.count() if rows is None else rows
-            small = n_updates <= self.broadcast_rows
-        if small:
+        table = self.table if any(self.counts.values()) else None
+        written = F.col("outcome").isin(*WRITTEN)
+        n_updates = 0 if table is None else upd.count() if rows is None else rows
+        small = table is not None and n_updates <= self.broadcast_rows
+        if table is None:
+            m, counts = merged(_without_base(upd))
+        elif not small:
+            m, counts = merged(table.join(upd, KEY, "full_outer"))
+        else:
             # The usual controller write: the updates are broadcast over the table, and only
             # the rows they name are merged. Updates without a row (creates; NONODE) are merged
             # apart, only when the first pass did not account for every update.
-            assert table is not None
             m, counts = merged(table.join(F.broadcast(upd), KEY))
             if sum(counts.values()) < n_updates:
                 missing = upd.join(F.broadcast(m.select(*KEY)), KEY, "left_anti")
                 extra, more = merged(_without_base(missing).coalesce(1))
                 m = m.unionByName(extra)
                 counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counts.keys() | more}
-        elif table is None or not any(self.counts.values()):
-            m, counts = merged(_without_base(upd))
-        else:
-            m, counts = merged(table.join(upd, KEY, "full_outer"))
-        failed = self._failed(m, any(o not in ("created", "updated") for _, o in counts))
+        failed = self._failed(m, any(o not in WRITTEN for _, o in counts))
         touched: list[tuple[str, int, str]] = []
         # Watched keys need events; rewritten malformed keys become well-formed.
         interesting = set(watched) | self.malformed
@@ -325,7 +323,7 @@ class PartitionRegion:
             ]
         # The merge result stays cached and backs the new rows (one pass per write).
         if small:
-            done = sum(n for (_, o), n in counts.items() if o in ("created", "updated"))
+            done = sum(n for (_, o), n in counts.items() if o in WRITTEN)
             self._supersede(m.filter(written).select(*ROW_COLUMNS), done)
         else:
             self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)

@@ -349,9 +349,8 @@ def controller_leaves(bench: Bench) -> int:
     """The active controller's broker moves its leaderships away (untimed); returns its id.
 
     After a hard crash the new controller would also elect the dead broker's partitions during
-    the failover, and those elections are not mirrored to ZooKeeper yet (the failover commit has
-    no previous generation to diff against): ZooKeeper would stay a version behind and later
-    writes to those partitions would fail. A controlled shutdown first keeps the state exact.
+    the failover: the timed step would be a context load plus a broker failure's elections.
+    A controlled shutdown first keeps it a context load.
     """
     old = bench.active()
     epoch = bench.cluster.brokers[old.broker_id].epoch

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint
-from controller.diff import CHANGE, CHANGED, CREATED, can_stamp, stamp_changes
+from controller.diff import CHANGE, CHANGED, CREATED, STALE, can_stamp, stamp_changes
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -31,9 +31,9 @@ from statemachines.replica_states import ReplicaState
 from statemachines.state_change_errors import ERRORS, error_count
 
 log = logging.getLogger(__name__)
-_STAMPS = (CREATED, CHANGED)
-# Beyond this many changed rows the diff joins the generations instead of broadcasting them.
-MAX_STAMPED_CANDIDATES = 1_000_000
+_STAMPS = (CREATED, CHANGED, STALE)
+# Beyond this many stale rows the diff joins the generations instead of broadcasting them.
+MAX_STALE_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class ControllerContext:
         # until the broker registers again (spec §8.6).
         self.offline_dir_brokers: set[int] = set()
         self.topics: dict[str, TopicEntry] = {}
+        self._next_index = 0  # of the next topic added
         self._topics_frame: DataFrame | None = None  # built once per change of ``topics``
         self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
         self.partitions: DataFrame | None = None
@@ -105,7 +106,8 @@ class ControllerContext:
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
-        self.stamped = False  # the last commit's diff can be read off it alone (``stamped_diff``)
+        self.stamped = False  # the last commit's diff can be read off it (``stamped_diff``)
+        self.stale_rows = 0  # of those, rows ``stamped_diff`` looks up in the replaced one
 
     @property
     def committed(self) -> DataFrame | None:
@@ -143,8 +145,10 @@ class ControllerContext:
     ) -> TopicEntry:
         if name in self.topics:
             raise ValueError(f"topic {name} already exists")
-        index = max((t.index for t in self.topics.values()), default=-1) + 1
-        entry = TopicEntry(name, index, partitions, dict(config or {}))
+        # A counter, not max(index) + 1: a failover adds every topic, and a scan per topic
+        # would make it quadratic in the topic count. Indices of deleted topics are not reused.
+        entry = TopicEntry(name, self._next_index, partitions, dict(config or {}))
+        self._next_index += 1
         self.topics[name] = entry
         self._topics_frame = None
         return entry
@@ -168,26 +172,44 @@ class ControllerContext:
         self._topics_frame = None
 
     # -- generations ---------------------------------------------------------------------------
+    def load(self, table: DataFrame) -> None:
+        """Install ``table`` (compact: what ZooKeeper holds, read at failover) as generation 0.
+
+        It is read once, into a local checkpoint; the failover's own changes are then committed
+        against it like any event's, so its diff needs no join of two generations.
+        """
+        s.check_compact(table)
+        loaded = local_checkpoint(table.select(*s.compact_columns(s.width(table))), eager=False)
+        self.rows = loaded.count()  # the one pass over ZooKeeper's rows
+        self.generation = 0
+        self._persisted = loaded
+        self.partitions = loaded
+
     def commit(
-        self, new_partitions: DataFrame, label: str = "", counters: Sequence[str] = ()
+        self,
+        new_partitions: DataFrame,
+        label: str = "",
+        counters: Sequence[str] = (),
+        kept: Sequence[str] = (),
     ) -> Gauges:
         """Swap in ``new_partitions`` (compact) as the next generation; one Spark action.
 
         The action materialises the persisted table and computes the gauges, and the sums of
         the per-partition ``counters`` columns a handler attached (``Gauges.counters``), in the
         same pass. The counters stay in the cached frame; ``partitions`` projects them away.
-        So do the rows' ``state_change_errors``, whose number is counted under that name.
+        So do the rows' ``state_change_errors``, whose number is counted under that name, and
+        the ``kept`` columns (per-row results the handler reads back off ``committed``).
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
         errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
         stamps = (
-            [stamp_changes(new_partitions, self.generation)]
+            stamp_changes(new_partitions, self.generation)
             if same_width and can_stamp(new_partitions)
             else []
         )
-        table = new_partitions.select(*s.compact_columns(w), *counters, *errors, *stamps)
+        table = new_partitions.select(*s.compact_columns(w), *counters, *errors, *kept, *stamps)
         self.generation += 1
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event. The
@@ -208,13 +230,14 @@ class ControllerContext:
         row = table.agg(*aggregates).first()
         assert row is not None
         # The join-free diff holds when every row of the replaced generation is still here (no
-        # row dropped) and the candidates are few enough to broadcast.
+        # row dropped) and the stale rows are few enough to broadcast.
         rows = int(row["_rows"])
+        self.stale_rows = int(row[f"_{STALE}"] or 0) if stamps else 0
         self.stamped = (
             bool(stamps)
             and self.rows is not None
             and rows == self.rows + int(row[f"_{CREATED}"] or 0)
-            and int(row[f"_{CHANGED}"] or 0) <= MAX_STAMPED_CANDIDATES
+            and self.stale_rows <= MAX_STALE_ROWS
         )
         self.rows = rows
         self._persisted = table

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from controller import events as ev
+from controller.checkpoint import local_checkpoint, release
 from controller.context import lagging_positions
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
@@ -261,11 +262,12 @@ class EmulatedCluster:
             for leader, items in sorted(by_leader.items()):
                 self._send_alter_isr(leader, items)
             return
-        rows = rows.localCheckpoint()
+        rows = local_checkpoint(rows)  # written and notified: one evaluation
         PartitionStateStore(self.admin).write_states(
             rows.select(*STATE_COLUMNS), ctx.epoch_zk_version
         )
         keys = [(r[0], r[1]) for r in rows.select(s.TOPIC, s.PARTITION).collect()]
+        release(rows)
         admin.propagate_isr_changes(self.admin, keys)
 
     def log_dir_failure(self, broker_id: int) -> None:

@@ -45,6 +45,7 @@ ALTER_ISR_SCHEMA = (
     "_req_version int"
 )
 ISR_UPDATED = "isr_updated"
+ALTER_ISR_ERROR = "_alter_isr_error"  # per requested partition: the reply's error code
 
 
 def _with_isr(isr: Any, w: int) -> dict[str, Any]:
@@ -202,8 +203,8 @@ class IsrEvents(_Controller):
             .when(F.col("_req_version") != F.col(s.ZK_VERSION), "INVALID_UPDATE_VERSION")
             .otherwise("NONE")
         )
-        joined = joined.withColumn("_error", error)
-        write = req & (F.col("_error") == "NONE") & ~same
+        joined = joined.withColumn(ALTER_ISR_ERROR, error)
+        write = req & (F.col(ALTER_ISR_ERROR) == "NONE") & ~same
         updates = {
             c: F.when(write, v).otherwise(F.col(c))
             for c, v in _with_isr(F.col("_new_isr"), w).items()
@@ -214,14 +215,18 @@ class IsrEvents(_Controller):
             *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
             *tracked(joined),
             write.cast("int").alias(ISR_UPDATED),
-            "_error",
-        ).localCheckpoint()  # the replies and the generation come from one evaluation
+            ALTER_ISR_ERROR,
+        )
+        # The replies are read off the committed generation: one evaluation makes both.
+        self._commit(out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,))
+        committed = self.ctx.committed
+        assert committed is not None
         names = {t.index: t.name for t in self.ctx.topics.values()}
+        replied = committed.where(F.col(ALTER_ISR_ERROR).isNotNull())
         errors = {
             ev.TopicPartition(names[r[0]], r[1]): r[2]
-            for r in out.where(F.col("_error").isNotNull()).select(*_KEY, "_error").collect()
+            for r in replied.select(*_KEY, ALTER_ISR_ERROR).collect()
         }
-        self._commit(out.drop("_error"), "AlterIsrReceived", extra=(ISR_UPDATED,))
         return errors
 
     # -- §8.6 ----------------------------------------------------------------------------------

@@ -97,7 +97,6 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         self._rebalance_task: Any = None
         self._record: EventRecord | None = None
         self.last_gauges: Gauges | None = None
-        self._baseline: DataFrame | None = None  # the table as loaded at failover
         self._retired: list[DataFrame | None] = []  # replaced at the last commit: freed at the next
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -190,9 +189,9 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             self._rebalance_task.cancel()
             self._rebalance_task = None
         # A deposed controller's tables are dead: free their blocks now, not at some JVM GC.
-        for dead in (*self._retired, self.ctx.committed, self._baseline):
+        for dead in (*self._retired, self.ctx.committed):
             release(dead)
-        self._retired, self._baseline = [], None
+        self._retired = []
         self.ctx.reset()
         self.last_gauges = None
 
@@ -214,23 +213,16 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         }
         self.ctx.shutting_down.clear()
         snapshot = read_cluster(self.zk, self.spark)
-        partitions = snapshot.partitions
-        stats = partitions.agg(
-            F.max(F.size(s.REPLICAS)).alias("w"),
-            F.collect_set(s.TOPIC).alias("topics"),
-        ).first()
-        assert stats is not None
-        counts = dict(partitions.groupBy(s.TOPIC).count().collect() if stats["topics"] else [])
-        for name in sorted(stats["topics"] or []):
-            self.ctx.add_topic(name, int(counts.get(name, 0)))
+        for name, count in sorted(snapshot.topic_partitions.items()):
+            self.ctx.add_topic(name, count)
         self.load_topic_configs()
         self.register_topic_watches()
         self.register_isr_watches()
         queued = set(self.zk.get_children(DELETE_TOPICS)) & set(self.ctx.topics)
         if queued and self.ctx.deletion.enabled:
             self.ctx.deletion.topics_to_be_deleted |= set(self.ctx.topic_indices(queued))
-        width = max(1, int(stats["w"] or 1))
-        compact = to_compact(partitions, self.ctx.topics_frame(), width)
+        width = max(1, snapshot.width)
+        compact = to_compact(snapshot.partitions, self.ctx.topics_frame(), width)
         view = self.ctx.view()
         # §6.4: online replicas are OnlineReplica, the others ReplicaDeletionIneligible ...
         compact = compact.withColumns(
@@ -246,7 +238,8 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             }
         )
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
-        self._baseline = compact
+        self.ctx.load(compact)
+        compact = self._table()
         # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
         shrunk = replica_changes(
             compact,
@@ -269,7 +262,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
 
     # -- helpers ---------------------------------------------------------------------------------
     def _table(self) -> DataFrame:
-        """The committed generation, each row with its fingerprint: handlers carry it, so the
+        """The committed generation, each row with its values: handlers carry them, so the
         commit can tell what changed without joining two generations (``controller.diff``)."""
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
         return with_previous(self.ctx.partitions, self.ctx.generation)
@@ -282,16 +275,24 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         return in_topics(self.ctx.topic_indices(enabled))
 
     def _commit(
-        self, table: DataFrame, label: str, extra: tuple[str, ...] = (), write_zk: bool = True
+        self,
+        table: DataFrame,
+        label: str,
+        extra: tuple[str, ...] = (),
+        write_zk: bool = True,
+        kept: tuple[str, ...] = (),
     ) -> Gauges:
         """Commit the next generation, mirror its changed states into ZooKeeper (unless they
-        came from there), keep the topic znodes in step, and add to the event's record."""
+        came from there), keep the topic znodes in step, and add to the event's record.
+
+        ``kept``: per-row columns of ``table`` that stay in ``ctx.committed`` (see
+        ``ControllerContext.commit``)."""
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
-        previous = self.ctx.committed if self.ctx.committed is not None else self._baseline
-        self._baseline = None
+        previous = self.ctx.committed
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
-        gauges = self.ctx.commit(table, label, counters)
-        assert self.ctx.partitions is not None
+        gauges = self.ctx.commit(table, label, counters, kept)
+        committed = self.ctx.committed
+        assert committed is not None and self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
         lines: DataFrame | None = None
         diff: DataFrame | None = None
@@ -299,7 +300,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             # What the event changed, materialised by the first pass over it (the ZooKeeper write
             # totals); writes, broker requests and the state-change log read that small frame.
             changed = (
-                stamped_diff(previous, self.ctx.committed)  # type: ignore[arg-type]
+                stamped_diff(previous, committed, self.ctx.stale_rows > 0)
                 if self.ctx.stamped
                 else generation_diff(previous, self.ctx.partitions)
             )
@@ -311,8 +312,6 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             requests = request_totals(batches)
             if self.state_change_log is not None:
                 lines = state_change_lines(diff, topics, self.broker_id, self.ctx.epoch)
-        committed = self.ctx.committed
-        assert committed is not None
         if self.state_change_log is not None:
             if gauges.counters.get(ERRORS):  # transitions Kafka rejected or failed: ERROR lines
                 live = self.ctx.live_broker_ids.ids

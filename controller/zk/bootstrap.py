@@ -73,6 +73,8 @@ class ClusterSnapshot:
     controller_id: int
     controller_epoch: int
     controller_epoch_zk_version: int
+    topic_partitions: dict[str, int]  # partitions per topic, from the topic znodes
+    width: int  # the longest replica list (0 without partitions)
 
 
 def topic_znode_json(df: DataFrame) -> DataFrame:
@@ -155,11 +157,13 @@ def _read_many(client: ZkClient, paths: list[str]) -> Iterator[tuple[str, Any]]:
             yield path, exc
 
 
-def _assignments(client: ZkClient, spark: SparkSession) -> DataFrame:
+def _assignments(client: ZkClient, spark: SparkSession) -> tuple[DataFrame, dict[str, int], int]:
+    """Every partition's assignment from the topic znodes; partitions per topic; the width."""
     topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
     cols: dict[str, list[Any]] = {
         c: [] for c in (TOPIC, PARTITION, REPLICAS, ADDING_REPLICAS, REMOVING_REPLICAS)
     }
+    counts: dict[str, int] = {}
     paths = [TopicZNode.path(t) for t in topics]
     for path, result in _read_many(client, paths):
         if isinstance(result, NoNodeError):
@@ -168,6 +172,7 @@ def _assignments(client: ZkClient, spark: SparkSession) -> DataFrame:
             raise result
         assignment = TopicZNode.decode(result[0], path)
         keys = list(assignment.partitions)
+        counts[path.rsplit("/", 1)[1]] = len(keys)
         cols[TOPIC] += [path.rsplit("/", 1)[1]] * len(keys)
         cols[PARTITION] += map(int, keys)
         cols[REPLICAS] += assignment.partitions.values()
@@ -182,7 +187,9 @@ def _assignments(client: ZkClient, spark: SparkSession) -> DataFrame:
     fields = [PARTITIONS_SCHEMA[c] for c in schema.names]
     # Straight from Arrow: a detour through pandas turns every replica list into a Python
     # object and back (about 3x slower at 1e6 partitions).
-    return spark.createDataFrame(pa.table(cols, schema=schema), StructType(fields))
+    width = max(map(len, cols[REPLICAS]), default=0)
+    frame = spark.createDataFrame(pa.table(cols, schema=schema), StructType(fields))
+    return frame, counts, width
 
 
 def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
@@ -203,24 +210,21 @@ def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
         controller_id = ControllerZNode.decode(client.get(ControllerZNode.path())[0]).brokerid
     states = PartitionStateStore(client).read_states(spark)
     live = F.col(LEADER).isin(*brokers) if brokers else F.lit(False)
-    partitions = (
-        _assignments(client, spark)
-        .join(states, [TOPIC, PARTITION], "left")
-        .select(
-            TOPIC,
-            PARTITION,
-            REPLICAS,
-            ADDING_REPLICAS,
-            REMOVING_REPLICAS,
-            F.coalesce(ISR, F.array().cast("array<int>")).alias(ISR),
-            F.coalesce(LEADER, F.lit(NO_LEADER)).alias(LEADER),
-            F.coalesce(LEADER_EPOCH, F.lit(NO_EPOCH)).alias(LEADER_EPOCH),
-            F.coalesce(ZK_VERSION, F.lit(NEW_PARTITION_VERSION)).alias(ZK_VERSION),
-            F.coalesce(CONTROLLER_EPOCH_COL, F.lit(NO_EPOCH)).alias(CONTROLLER_EPOCH_COL),
-            F.when(F.col(ZK_VERSION).isNull(), "NewPartition")
-            .when(live, "OnlinePartition")
-            .otherwise("OfflinePartition")
-            .alias(STATE),
-        )
+    assignments, counts, width = _assignments(client, spark)
+    partitions = assignments.join(states, [TOPIC, PARTITION], "left").select(
+        TOPIC,
+        PARTITION,
+        REPLICAS,
+        ADDING_REPLICAS,
+        REMOVING_REPLICAS,
+        F.coalesce(ISR, F.array().cast("array<int>")).alias(ISR),
+        F.coalesce(LEADER, F.lit(NO_LEADER)).alias(LEADER),
+        F.coalesce(LEADER_EPOCH, F.lit(NO_EPOCH)).alias(LEADER_EPOCH),
+        F.coalesce(ZK_VERSION, F.lit(NEW_PARTITION_VERSION)).alias(ZK_VERSION),
+        F.coalesce(CONTROLLER_EPOCH_COL, F.lit(NO_EPOCH)).alias(CONTROLLER_EPOCH_COL),
+        F.when(F.col(ZK_VERSION).isNull(), "NewPartition")
+        .when(live, "OnlinePartition")
+        .otherwise("OfflinePartition")
+        .alias(STATE),
     )
-    return ClusterSnapshot(brokers, partitions, controller_id, epoch, epoch_version)
+    return ClusterSnapshot(brokers, partitions, controller_id, epoch, epoch_version, counts, width)

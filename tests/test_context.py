@@ -6,6 +6,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from controller.context import ControllerContext, LiveBroker
+from controller.diff import with_previous
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from tests.frames import compact_frame
@@ -74,3 +75,20 @@ def test_view_excludes_shutting_down_brokers(spark: SparkSession) -> None:
     assert view.live.ids == frozenset({1}) and view.shutting_down.ids == frozenset({2})
     ctx.reset()
     assert ctx.epoch == 0 and not ctx.live_brokers and ctx.partitions is None
+
+
+def test_a_deleted_topics_index_is_not_given_to_the_next_topic(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.remove_topics({"b"})
+    assert ctx.add_topic("c", 1).index == 2  # "b" had 1: rows still keyed by it stay apart
+    assert ctx.topic_indices({"a", "c"}) == [0, 2]
+
+
+def test_load_installs_a_generation_zero_that_the_next_commit_diffs_without_a_join(
+    spark: SparkSession,
+) -> None:
+    ctx = _context(spark)
+    ctx.load(compact_frame(spark, PARTS)[0])
+    assert (ctx.generation, ctx.rows) == (0, len(PARTS)) and ctx.committed is not None
+    ctx.commit(with_previous(ctx.partitions, 0).withColumn("leader_epoch", F.lit(9)))
+    assert ctx.stamped and ctx.stale_rows == 0 and ctx.generation == 1

@@ -71,3 +71,9 @@ def test_bootstrap_writes_kafka_layout_and_read_cluster_restores_it(zk, spark) -
     got = sorted(tuple(r) for r in snapshot.partitions.collect())
     # Broker 3 is not registered: audit-0 is offline; the rest comes back as written.
     assert got == sorted(tuple(r) for r in ROWS)
+    # The topic znodes alone give the partition counts and the widest replica list.
+    counts: dict[str, int] = {}
+    for row in ROWS:
+        counts[row[0]] = counts.get(row[0], 0) + 1
+    assert snapshot.topic_partitions == counts
+    assert snapshot.width == max(len(row[2]) for row in ROWS) == 6

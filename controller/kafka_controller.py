@@ -97,7 +97,8 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         self._rebalance_task: Any = None
         self._record: EventRecord | None = None
         self.last_gauges: Gauges | None = None
-        self._retired: list[DataFrame | None] = []  # replaced at the last commit: freed at the next
+        # Replaced at the last commit: freed at the next commit or when the event ends.
+        self._retired: list[DataFrame | None] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -127,6 +128,10 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             log.exception("[Controller id=%d] error processing %s", self.broker_id, event)
             record.failed = f"{type(err).__name__}: {err}"
         finally:
+            # The event is over: nothing reads the generations it replaced any more.
+            for retired in self._retired:
+                release(retired)
+            self._retired = []
             record.processing_ms = (time.perf_counter() - started) * 1000
             queue_time = self.events.metrics.event_queue_time_ms
             record.queue_time_ms = int(queue_time.recent[-1]) if queue_time.recent else 0
@@ -321,7 +326,8 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
                 self.state_change_log.append(lines, self.clock.now_ms())
         self.after_reassignment_commit(committed, gauges.counters)
         # An event may still read the generation it started from after committing (a deletion
-        # step collects its facts then), so blocks are freed one commit later.
+        # step collects its facts then), so blocks are freed one commit later, or when the
+        # event ends (``process``).
         for retired in self._retired:
             release(retired)
         self._retired = [previous, diff]

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint
-from controller.diff import CHANGE, CHANGED, CREATED, STALE, can_stamp, stamp_changes
+from controller.diff import CHANGE, CHANGED, CREATED, can_stamp, stamp_changes
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -31,9 +31,9 @@ from statemachines.replica_states import ReplicaState
 from statemachines.state_change_errors import ERRORS, error_count
 
 log = logging.getLogger(__name__)
-_STAMPS = (CREATED, CHANGED, STALE)
-# Beyond this many stale rows the diff joins the generations instead of broadcasting them.
-MAX_STALE_ROWS = 1_000_000
+_STAMPS = (CREATED, CHANGED)
+# Beyond this many changed rows the diff joins the generations instead of broadcasting them.
+MAX_STAMPED_CANDIDATES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,7 @@ class ControllerContext:
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
-        self.stamped = False  # the last commit's diff can be read off it (``stamped_diff``)
-        self.stale_rows = 0  # of those, rows ``stamped_diff`` looks up in the replaced one
+        self.stamped = False  # the last commit's diff can be read off it alone (``stamped_diff``)
 
     @property
     def committed(self) -> DataFrame | None:
@@ -205,7 +204,7 @@ class ControllerContext:
         errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
         stamps = (
-            stamp_changes(new_partitions, self.generation)
+            [stamp_changes(new_partitions, self.generation)]
             if same_width and can_stamp(new_partitions)
             else []
         )
@@ -230,14 +229,13 @@ class ControllerContext:
         row = table.agg(*aggregates).first()
         assert row is not None
         # The join-free diff holds when every row of the replaced generation is still here (no
-        # row dropped) and the stale rows are few enough to broadcast.
+        # row dropped) and the candidates are few enough to broadcast.
         rows = int(row["_rows"])
-        self.stale_rows = int(row[f"_{STALE}"] or 0) if stamps else 0
         self.stamped = (
             bool(stamps)
             and self.rows is not None
             and rows == self.rows + int(row[f"_{CREATED}"] or 0)
-            and self.stale_rows <= MAX_STALE_ROWS
+            and int(row[f"_{CHANGED}"] or 0) <= MAX_STAMPED_CANDIDATES
         )
         self.rows = rows
         self._persisted = table

@@ -9,12 +9,11 @@ ZooKeeper writes, the controller-to-broker requests and the state-change log of 
 read off this one frame, which is small (changed rows) and cached once per commit.
 
 The join shuffles both generations, so the controller avoids it when it can: ``with_previous``
-gives every row of the table a handler starts from its own values (a struct, with the
-generation), the handlers carry it, and the commit marks the changed rows, keeping their
-previous values, and the created ones (``stamp_changes``). ``stamped_diff`` then reads the diff
-off the committed generation alone; only rows that carried values from another generation are
-looked up in the previous one, broadcast. A generation that lost rows (deletions), changed
-width, or has too many such rows to broadcast needs the join.
+gives every row of the table a handler starts from a fingerprint of its values (a 64-bit hash,
+with the generation), the handlers carry it, and the commit marks the rows whose fingerprint
+changed and the created ones (``stamp_changes``). ``stamped_diff`` then looks only those rows up
+in the previous generation, broadcast: no shuffle. A generation that lost rows (deletions),
+changed width, or changed too many rows to broadcast needs the join.
 """
 
 from __future__ import annotations
@@ -61,71 +60,61 @@ def generation_diff(previous: DataFrame | None, new: DataFrame) -> DataFrame:
     return joined.where(~same).select(*diff_columns(w))
 
 
-PREVIOUS = "_previous"  # a row's values in the generation its handler started from
-CHANGE = "_change"  # UNCHANGED, CHANGED, CREATED or STALE, stamped at commit
-PREVIOUS_VALUES = "_previous_values"  # a committed CHANGED row's PREVIOUS
-UNCHANGED, CHANGED, CREATED, STALE = 0, 1, 2, 3
-_GENERATION = "generation"
+PREVIOUS = "_prev_fingerprint"  # a row's fingerprint in the generation its handler started from
+CHANGE = "_change"  # UNCHANGED, CHANGED (a candidate) or CREATED, stamped at commit
+UNCHANGED, CHANGED, CREATED = 0, 1, 2
 
 
 def _data(w: int) -> list[str]:
     return [c for c in s.compact_columns(w) if c not in KEY]
 
 
-def _values(w: int, generation: int) -> Column:
-    """A row's data columns as one struct, tagged with the generation they belong to."""
-    return F.struct(F.lit(generation).alias(_GENERATION), *_data(w))
+def _fingerprint(w: int, generation: int) -> Column:
+    """A 64-bit hash of a row's data columns in generation ``generation``."""
+    return F.xxhash64(F.lit(generation), *_data(w))
 
 
 def with_previous(table: DataFrame, generation: int) -> DataFrame:
-    """``table`` (compact, generation ``generation``) with each row's values as ``PREVIOUS``."""
-    return table.withColumn(PREVIOUS, _values(s.width(table), generation))
+    """``table`` (compact, generation ``generation``) with its rows' fingerprints."""
+    return table.withColumn(PREVIOUS, _fingerprint(s.width(table), generation))
 
 
 def can_stamp(new: DataFrame) -> bool:
-    """Whether ``new`` carries its rows' previous values (``stamp_changes`` applies)."""
+    """Whether ``new`` carries fingerprints (``stamp_changes`` applies)."""
     return PREVIOUS in new.columns
 
 
-def stamp_changes(new: DataFrame, replaced: int) -> list[Column]:
-    """``CHANGE`` and ``PREVIOUS_VALUES`` of the rows of a table that ``can_stamp``, which
-    replaces generation ``replaced`` at the same width.
-
-    A row compares its values with those it carried; values carried from another generation
-    (STALE) tell nothing, so ``stamped_diff`` looks those rows up.
-    """
+def stamp_changes(new: DataFrame, replaced: int) -> Column:
+    """``_change`` of the rows of a table that ``can_stamp``, which replaces generation
+    ``replaced`` at the same width. A changed fingerprint makes a candidate (a fingerprint
+    from another generation does too); ``stamped_diff`` compares the candidates exactly."""
     previous = F.col(PREVIOUS)
-    change = (
+    return (
         F.when(previous.isNull(), CREATED)
-        .when(previous[_GENERATION] != replaced, STALE)
-        .when(previous.eqNullSafe(_values(s.width(new), replaced)), UNCHANGED)
-        .otherwise(CHANGED)
+        .when(_fingerprint(s.width(new), replaced) != previous, CHANGED)
+        .otherwise(UNCHANGED)
         .cast("byte")
+        .alias(CHANGE)
     )
-    return [change.alias(CHANGE), F.when(change == CHANGED, previous).alias(PREVIOUS_VALUES)]
 
 
-def stamped_diff(previous: DataFrame, committed: DataFrame, stale: bool) -> DataFrame:
+def stamped_diff(previous: DataFrame, committed: DataFrame) -> DataFrame:
     """``generation_diff(previous, committed)`` for a generation committed with
     ``stamp_changes`` that dropped no row of ``previous``; lazy.
 
-    Changed rows carry their previous values and created rows have none, so one scan of
-    ``committed`` finds both. Only ``stale`` rows (some exist) are looked up in ``previous``,
-    broadcast: neither generation is shuffled.
+    Only the candidates are looked up in ``previous``, broadcast, so neither generation is
+    shuffled; created rows need no lookup.
     """
     w = s.width(committed)
     data = _data(w)
     change = F.col(CHANGE)
-    values = F.col(PREVIOUS_VALUES)
-    diff = committed.where(change.isin(CHANGED, CREATED)).select(
-        *KEY, *data, *(values[c].alias(prev(c)) for c in data)
-    )
-    if not stale:
-        return diff
-    candidates = committed.where(change == STALE).select(*KEY, *data)
+    candidates = committed.where(change == CHANGED).select(*KEY, *data)
     old = previous.select(*KEY, *(F.col(c).alias(prev(c)) for c in data))
     same: Column = F.lit(True)
     for c in data:
         same = same & F.col(c).eqNullSafe(F.col(prev(c)))
-    looked_up = old.join(F.broadcast(candidates), list(KEY)).where(~same)
-    return diff.unionByName(looked_up.select(*diff_columns(w)))
+    changed = old.join(F.broadcast(candidates), list(KEY)).where(~same)
+    created = committed.where(change == CREATED).select(
+        *KEY, *data, *(F.lit(None).cast(committed.schema[c].dataType).alias(prev(c)) for c in data)
+    )
+    return changed.select(*diff_columns(w)).unionByName(created.select(*diff_columns(w)))

@@ -172,8 +172,9 @@ def _assignments(client: ZkClient, spark: SparkSession) -> tuple[DataFrame, dict
             raise result
         assignment = TopicZNode.decode(result[0], path)
         keys = list(assignment.partitions)
-        counts[path.rsplit("/", 1)[1]] = len(keys)
-        cols[TOPIC] += [path.rsplit("/", 1)[1]] * len(keys)
+        topic = path.rsplit("/", 1)[1]
+        counts[topic] = len(keys)
+        cols[TOPIC] += [topic] * len(keys)
         cols[PARTITION] += map(int, keys)
         cols[REPLICAS] += assignment.partitions.values()
         for column, moving in (

@@ -70,8 +70,12 @@ def _data(w: int) -> list[str]:
 
 
 def _fingerprint(w: int, generation: int) -> Column:
-    """A 64-bit hash of a row's data columns in generation ``generation``."""
-    return F.xxhash64(F.lit(generation), *_data(w))
+    """A 64-bit hash of a row's data columns in generation ``generation``.
+
+    The generation goes in as a string: Spark compiles an integer literal into the generated
+    code and a string one as a reference, so this keeps each event's code the one already
+    compiled (and JIT-warm) for the previous event."""
+    return F.xxhash64(F.lit(str(generation)), *_data(w))
 
 
 def with_previous(table: DataFrame, generation: int) -> DataFrame:

@@ -58,6 +58,7 @@ from controller.transitions import (
     with_replica_slots,
 )
 from statemachines import schemas as s
+from statemachines.columns import present
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
@@ -98,8 +99,7 @@ def _chain_rows() -> list[tuple[str, int, str, int, str, str, int]]:
 
 
 def _joined(values: list[Column], sep: str) -> Column:
-    present = F.filter(F.array(*values), lambda x: x != s.EMPTY_SLOT)
-    return F.array_join(present.cast("array<string>"), sep)
+    return F.array_join(present(values).cast("array<string>"), sep)
 
 
 def _leader_and_isr(w: int) -> Column:

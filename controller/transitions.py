@@ -165,7 +165,7 @@ def _replica_slots(w: int) -> Column:
         )
         previous = F.col(prev(s.replica_state_col(j)))
         slots.append(F.when(gone, slot(old_reps[j], previous, none, False)))
-    return F.filter(F.array(*slots), lambda x: x.isNotNull())
+    return F.array_compact(F.array(*slots))
 
 
 def partition_codes() -> tuple[Column, Column]:

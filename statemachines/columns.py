@@ -23,6 +23,16 @@ def literal_array(values: Sequence[int], element: str = "int") -> Column:
     return F.split(F.lit(text), ",").cast(f"array<{element}>")
 
 
+def present(values: Sequence[Column]) -> Column:
+    """The array of ``values`` without nulls and EMPTY_SLOT, in order.
+
+    Built without a lambda: PySpark names a lambda's variable afresh on every call, and the
+    name reaches the generated code, so a plan holding one is compiled again (and runs JIT-cold)
+    at every event.
+    """
+    return F.array_compact(F.array_remove(F.array(*values), s.EMPTY_SLOT))
+
+
 def any_of(cols: Sequence[Column]) -> Column:
     return reduce(lambda a, b: a | b, cols, F.lit(False))
 

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from statemachines import columns as c
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
-from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of
+from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of, present
 from statemachines.state_change_errors import CONTROLLER, EPOCH, LIVE, PARTITION
 
 
@@ -212,7 +212,7 @@ def initial_leadership(df: DataFrame, w: int) -> tuple[DataFrame, LeadershipChan
                 f"Controller {CONTROLLER} epoch {EPOCH} encountered error during state change of "
                 f"partition {PARTITION} from New to Online, assigned replicas are ["
             ),
-            F.array_join(F.filter(F.array(*c.replicas(w)), lambda r: r != s.EMPTY_SLOT), ","),
+            F.array_join(present(c.replicas(w)), ","),
             F.lit(f"], live brokers are [{LIVE}]. No assigned replica is alive."),
         ),
     )

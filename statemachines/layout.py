@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
-from statemachines.columns import mask_of
+from statemachines.columns import mask_of, present
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 from statemachines.states import state_code_column, state_name_column
@@ -85,10 +85,6 @@ def to_compact(
     )
 
 
-def _present(values: list[Column]) -> Column:
-    return F.filter(F.array(*values), lambda x: x != s.EMPTY_SLOT)
-
-
 def to_public_partitions(
     compact: DataFrame, topics: DataFrame, extra: tuple[str, ...] = ()
 ) -> DataFrame:
@@ -100,21 +96,20 @@ def to_public_partitions(
     reps = [F.col(s.replica_col(k)) for k in range(w)]
 
     def listed(mask: str) -> Column:
-        return F.filter(
+        return F.array_compact(
             F.array(
                 *[F.when(F.col(mask).bitwiseAND(F.lit(1 << k)) != 0, r) for k, r in enumerate(reps)]
-            ),
-            lambda x: x.isNotNull(),
+            )
         )
 
     df = compact.join(F.broadcast(topics), s.TOPIC_INDEX, "inner")
     return df.select(
         F.col(s.TOPIC),
         F.col(s.PARTITION),
-        _present(reps).alias(s.REPLICAS),
+        present(reps).alias(s.REPLICAS),
         listed(s.ADDING_MASK).alias(s.ADDING_REPLICAS),
         listed(s.REMOVING_MASK).alias(s.REMOVING_REPLICAS),
-        _present([F.col(s.isr_col(k)) for k in range(w)]).alias(s.ISR),
+        present([F.col(s.isr_col(k)) for k in range(w)]).alias(s.ISR),
         F.col(s.LEADER),
         F.col(s.LEADER_EPOCH),
         F.col(s.ZK_VERSION),

@@ -65,7 +65,7 @@ def appended(before: Column, entries: Sequence[tuple[Column, Column]]) -> Column
     """``before`` plus the entries whose flag holds, in order; unchanged (maybe null) if none."""
     flags = [flag for flag, _ in entries]
     any_flag = reduce(lambda a, b: a | b, flags)
-    new = F.filter(F.array(*[F.when(flag, e) for flag, e in entries]), lambda e: e.isNotNull())
+    new = F.array_compact(F.array(*[F.when(flag, e) for flag, e in entries]))
     combined = F.concat(F.coalesce(before, F.array().cast(ERRORS_TYPE)), new)
     return F.when(any_flag, combined).otherwise(before).alias(ERRORS)
 

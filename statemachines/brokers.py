@@ -1,8 +1,11 @@
 """Broker sets as Column predicates, and the cluster view the elections read.
 
 The controller knows its brokers on the driver (there are few); partitions are many. A
-``BrokerSet`` turns "is broker b in this set" into the cheapest Column expression: ``isin`` for a
-handful of ids, for more an O(1) bit test in a literal array of 64-bit words.
+``BrokerSet`` turns "is broker b in this set" into an O(1) bit test in a literal array of 64-bit
+words. Spark compiles an array literal as a reference, not into the code, so a plan's generated
+code is the same whichever brokers the set holds: the next event, with other brokers failing or
+starting, reuses the compiled (and JIT-warm) code. ``isin``, whose values are compiled in, serves
+only ids beyond the word range.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.columns import literal_array
 
-_ISIN_LIMIT = 16
-_LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin regardless
+_LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin
 _MEMBERSHIP_LIMIT = 512
 _MEMBERSHIP: dict[tuple[frozenset[int], str], Column] = {}
 
@@ -57,7 +59,7 @@ class BrokerSet:
 
     def _membership(self, broker: Column) -> Column:
         top = max(self.ids)
-        if len(self.ids) <= _ISIN_LIMIT or top > _LOOKUP_LIMIT or min(self.ids) < 0:
+        if top > _LOOKUP_LIMIT or min(self.ids) < 0:
             return broker.isin(sorted(self.ids))
         return self._in_words(broker, top // 64 + 1)
 

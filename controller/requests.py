@@ -42,7 +42,7 @@ Where the diff-based derivation differs from Kafka:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 
@@ -55,17 +55,17 @@ from controller.transitions import (
     SLOT_ASSIGNED,
     SLOT_BROKER,
     SLOT_CURRENT,
-    SLOTS,
     check_diff,
     partition_codes,
     path_key,
     replica_keys_entering,
     slot_key,
+    slots_of,
     with_replica_slots,
 )
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import in_topics, literal_array
+from statemachines.columns import any_of, in_topics, literal_array
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
@@ -144,7 +144,11 @@ def request_batches(
         .groupBy(s.BROKER)
         .agg(*plan.counts)
     )
-    return counted.select(F.inline(plan.batches)).where(F.col(PARTITIONS) > 0)
+    return (
+        counted.withColumn("_to", F.explode(plan.recipients))
+        .select(F.inline(plan.batches))
+        .where(F.col(PARTITIONS) > 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ class _BatchPlan:
     staged: dict[str, Column]
     sent: Column
     counts: tuple[Column, ...]
+    recipients: Column
     batches: Column
 
 
@@ -164,13 +169,16 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
     had = _leadership(F.col(prev(s.ZK_VERSION)))
     p_before, p_after = partition_codes()
     gone = int(PartitionState.NonExistentPartition)
-    slots = F.col(SLOTS)
+    slots = slots_of(w)
 
     def entered_offline(e: Column) -> Column:
         return slot_key(e).isin(_ENTERS_OFFLINE)
 
     def entered_deletion(e: Column) -> Column:
         return slot_key(e).isin(_ENTERS_DELETION)
+
+    def some(test: Callable[[Column], Column]) -> Column:
+        return any_of([F.coalesce(test(e), F.lit(False)) for e in slots])
 
     staged = {
         "_has": has,
@@ -180,10 +188,10 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
         "_announce": has
         & had
         & ~in_topics(deleting_topics)
-        & (_leadership_changed(w) | F.exists(slots, entered_offline)),
+        & (_leadership_changed(w) | some(entered_offline)),
         "_deletion_broadcast": in_topics(deleting_topics)
         & has
-        & (F.exists(slots, entered_deletion) | ((p_after == gone) & (p_before != gone))),
+        & (some(entered_deletion) | ((p_after == gone) & (p_before != gone))),
         "_isr": F.array(*(F.col(s.isr_col(k)) for k in range(w))),
     }
 
@@ -197,38 +205,38 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
 
     # A LeaderAndIsr added for a partition also adds it to the UpdateMetadata, whether or not
     # the LeaderAndIsr itself reaches a live broker.
-    metadata = F.col("_has") & (
-        F.col("_announce") | F.col("_deletion_broadcast") | F.exists(slots, wanted)
-    )
+    metadata = F.col("_has") & (F.col("_announce") | F.col("_deletion_broadcast") | some(wanted))
     no = F.lit(False)
-    # One entry per replica, plus one (broker null) that carries the UpdateMetadata flag: a single
-    # aggregation counts both, and the null group fans out to every broker after it.
-    entries = F.concat(
-        F.transform(
-            slots,
-            lambda e: F.struct(
+
+    def entry(e: Column) -> Column:
+        """A replica's entry, where it gets a LeaderAndIsr or a StopReplica (else null)."""
+        reachable = live.contains(e[SLOT_BROKER])
+        lair = wanted(e) & reachable
+        stop = (entered_offline(e) | entered_deletion(e)) & reachable
+        return F.when(
+            lair | stop,
+            F.struct(
                 e[SLOT_BROKER].alias(s.BROKER),
-                (wanted(e) & live.contains(e[SLOT_BROKER])).alias("lair"),
+                lair.alias("lair"),
                 (e[SLOT_BROKER] == F.col(s.LEADER)).alias("leads"),
-                ((entered_offline(e) | entered_deletion(e)) & live.contains(e[SLOT_BROKER])).alias(
-                    "stop"
-                ),
+                stop.alias("stop"),
                 entered_deletion(e).alias("delete"),
                 no.alias("metadata"),
             ),
-        ),
-        F.array(
-            F.struct(
-                F.lit(None).cast("int").alias(s.BROKER),
-                no.alias("lair"),
-                no.alias("leads"),
-                no.alias("stop"),
-                no.alias("delete"),
-                metadata.alias("metadata"),
-            )
-        ),
+        )
+
+    # One entry per replica sent something, plus one (broker null) that carries the
+    # UpdateMetadata flag: a single aggregation counts both, and the null group fans out to
+    # every broker after it.
+    update_metadata = F.struct(
+        F.lit(None).cast("int").alias(s.BROKER),
+        no.alias("lair"),
+        no.alias("leads"),
+        no.alias("stop"),
+        no.alias("delete"),
+        metadata.alias("metadata"),
     )
-    sent = F.filter(entries, lambda e: e["lair"] | e["stop"] | e["metadata"])
+    sent = F.array_compact(F.array(*map(entry, slots), F.when(metadata, update_metadata)))
     counts = (
         F.count_if(F.col("lair")).alias("_lair"),
         F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
@@ -248,16 +256,16 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
             deletes.alias(DELETES),
         )
 
+    # The null group's row is exploded to one per live broker (``_to``) before this.
     broker = F.col(s.BROKER)
     per_broker = F.array(
         batch(broker, LEADER_AND_ISR, F.col("_lair"), F.col("_leads"), zero),
         batch(broker, STOP_REPLICA, F.col("_stop"), zero, F.col("_deletes")),
     )
-    to_all = F.transform(
-        literal_array(sorted(live.ids)),
-        lambda b: batch(b, UPDATE_METADATA, F.col("_metadata"), zero, zero),
-    )
-    return _BatchPlan(staged, sent, counts, F.when(broker.isNull(), to_all).otherwise(per_broker))
+    to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
+    recipients = F.when(broker.isNull(), literal_array(sorted(live.ids))).otherwise(F.array(broker))
+    batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
+    return _BatchPlan(staged, sent, counts, recipients, batches)
 
 
 def request_totals(batches: DataFrame) -> dict[str, int]:

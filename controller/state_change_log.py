@@ -51,14 +51,14 @@ from controller.transitions import (
     SLOT_BROKER,
     SLOT_CURRENT,
     SLOT_PREVIOUS,
-    SLOTS,
     check_diff,
     partition_codes,
     slot_key,
+    slots_of,
     with_replica_slots,
 )
 from statemachines import schemas as s
-from statemachines.columns import present
+from statemachines.columns import any_of, present
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
@@ -139,13 +139,16 @@ def _partition_key(w: int) -> Column:
     online, offline = int(_P.OnlinePartition), int(_R.OfflineReplica)
     elected = ~F.col(s.LEADER).eqNullSafe(F.col(prev(s.LEADER))) & (F.col(s.LEADER) >= 0)
     election = (before == online) & (after == online) & elected
-    old_leader_offline = F.exists(
-        F.col(SLOTS),
-        lambda e: (
-            (e[SLOT_BROKER] == F.col(prev(s.LEADER)))
-            & (e[SLOT_CURRENT] == offline)
-            & (e[SLOT_PREVIOUS] != offline)
-        ),
+    old_leader_offline = any_of(
+        [
+            F.coalesce(
+                (e[SLOT_BROKER] == F.col(prev(s.LEADER)))
+                & (e[SLOT_CURRENT] == offline)
+                & (e[SLOT_PREVIOUS] != offline),
+                F.lit(False),
+            )
+            for e in slots_of(w)
+        ]
     )
     return (
         F.when(election & old_leader_offline, ELECTION_VIA_OFFLINE_KEY)
@@ -170,23 +173,26 @@ def state_change_lines(
     topic = F.coalesce(
         F.col(s.TOPIC), F.concat(F.lit("topic_index="), F.col(s.TOPIC_INDEX).cast("string"))
     )
-    changed = F.filter(F.col(SLOTS), lambda e: e[SLOT_PREVIOUS] != e[SLOT_CURRENT])
-    units = F.concat(
+    # The partition's unit, then one per changed replica (nulls dropped).
+    units = F.array_compact(
         F.array(
             F.struct(
                 F.lit(None).cast("int").alias(s.BROKER),
                 F.lit(_PARTITION).alias(_UNIT),
                 _partition_key(w).alias(_KEY),
-            )
-        ),
-        F.transform(
-            changed,
-            lambda e: F.struct(
-                e[SLOT_BROKER].alias(s.BROKER),
-                F.lit(_REPLICA).alias(_UNIT),
-                slot_key(e).alias(_KEY),
             ),
-        ),
+            *[
+                F.when(
+                    e[SLOT_PREVIOUS] != e[SLOT_CURRENT],
+                    F.struct(
+                        e[SLOT_BROKER].alias(s.BROKER),
+                        F.lit(_REPLICA).alias(_UNIT),
+                        slot_key(e).alias(_KEY),
+                    ),
+                )
+                for e in slots_of(w)
+            ],
+        )
     )
     leadership = F.col(s.ZK_VERSION).isNotNull() & (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
     per_unit = df.select(

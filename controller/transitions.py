@@ -134,6 +134,16 @@ def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
     return diff.withColumn(SLOTS, _replica_slots(w))
 
 
+def slots_of(w: int) -> list[Column]:
+    """The ``SLOTS`` of width ``w`` one by one (at most 2·w; null past the end).
+
+    Tests over slots are written over these instead of with a higher-order function: PySpark
+    names a lambda's variable afresh on every call, the name reaches the generated code, and a
+    plan holding one would be compiled again (and run JIT-cold) at every event.
+    """
+    return [F.get(F.col(SLOTS), i) for i in range(2 * w)]
+
+
 @lru_cache(maxsize=8)
 def _replica_slots(w: int) -> Column:
     """The ``SLOTS`` Column of width ``w``, built once (a few hundred JVM calls)."""

@@ -48,11 +48,7 @@ from controller.zk.memory_rows import (
 )
 from controller.zk.memory_tree import Znode
 from statemachines.local_rows import local_frame
-from statemachines.schemas import (
-    PARTITION,
-    TOPIC,
-    ZK_VERSION,
-)
+from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 
 _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
@@ -351,7 +347,10 @@ class PartitionRegion:
         def pick(if_created: Column, if_written: Column, name: str) -> Column:
             return F.when(created, if_created).when(written, if_written).otherwise(F.col(name))
 
-        z, now, keep = F.lit(zxid), F.lit(now_ms), F.col
+        # zxid and time join in as data: as literals they would make new code at every write.
+        stamp = local_frame(m.sparkSession, [(zxid, now_ms)], "_zxid long, _now long")
+        m = m.crossJoin(F.broadcast(stamp))
+        z, now, keep = F.col("_zxid"), F.col("_now"), F.col
         cols = {
             "p_data": pick(F.lit(None).cast("binary"), keep("p_data"), "p_data"),
             "p_version": pick(F.lit(0), keep("p_version"), "p_version"),

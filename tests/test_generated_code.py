@@ -1,0 +1,97 @@
+"""An event's plans compile to the same code whichever brokers, epochs or zxids it carries.
+
+Spark caches compiled plans by their generated source; the JVM's compiled (JIT-warm) code lives
+with those classes. A per-event value that reaches the source (a lambda variable's fresh name, a
+long literal, a common subexpression ordered by a literal's hash) makes every event compile anew
+and run cold, which costs seconds at a million partitions. Each test builds one plan for two
+events that differ only in such values and compares the sources.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from controller.handlers import brokers as h
+from controller.requests import request_batches
+from controller.state_change_log import state_change_lines
+from controller.zk import STATES_SCHEMA
+from controller.zk.memory_partitions import PartitionRegion, _without_base
+from controller.zk.memory_rows import STATE_COLUMNS
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.reference import Partition
+from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
+from tests.frames import compact_frame
+from tests.test_requests import broker_failure
+
+BROKERS = range(1, 13)
+
+
+def generated_code(df: DataFrame) -> list[str]:
+    """The Java source of every whole-stage subtree of ``df``'s executed plan (runs it once)."""
+    df.collect()  # the adaptive plan is final once it has run
+    subtrees = df._jdf.queryExecution().debug().codegenToSeq()
+    return [subtrees.apply(i)._2() for i in range(subtrees.size())]
+
+
+def _cluster(spark: SparkSession) -> tuple[DataFrame, dict[str, int]]:
+    """Twelve partitions over brokers 1..12, RF 3, led by their first replica."""
+    parts = [
+        Partition("t", p, reps, reps, leader=reps[0], controller_epoch=1)
+        for p in range(12)
+        for reps in [tuple(1 + (p + k) % 12 for k in range(3))]
+    ]
+    return compact_frame(spark, parts)
+
+
+def _failure_plan(df: DataFrame, dead: int) -> DataFrame:
+    live = BrokerSet.of(b for b in BROKERS if b != dead)
+    view = ClusterView(live, controller_epoch=1)
+    return h.on_broker_failure(df, BrokerSet.of([dead]), view, F.lit(False), deleting=[])
+
+
+def test_broker_failure_plans_share_their_code_whichever_broker_fails(
+    spark: SparkSession,
+) -> None:
+    df, _ = _cluster(spark)
+    codes = [generated_code(_failure_plan(df, dead)) for dead in (3, 8, 11)]
+    assert codes[0]
+    assert codes[1] == codes[0]
+    assert codes[2] == codes[0]
+
+
+def test_request_plans_share_their_code_whichever_brokers_are_live(spark: SparkSession) -> None:
+    event = broker_failure(spark)
+    codes = [generated_code(request_batches(event.diff, live)) for live in [(2, 3), (2, 3, 9)]]
+    assert codes[0]
+    assert codes[1] == codes[0]
+
+
+def test_state_change_log_plans_share_their_code_across_controllers(
+    spark: SparkSession,
+) -> None:
+    event = broker_failure(spark)
+    codes = [
+        generated_code(state_change_lines(event.diff, event.topics, controller, epoch))
+        for controller, epoch in [(1, 1), (2, 7)]
+    ]
+    assert codes[0]
+    assert codes[1] == codes[0]
+
+
+def test_zookeeper_writes_share_their_code_across_zxids(spark: SparkSession) -> None:
+    updates = spark.createDataFrame(
+        [("a", 0, 1, 1, [1], 1, -1), ("a", 1, 2, 3, [2, 1], 1, 4)], STATES_SCHEMA
+    )
+    renamed = [F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS]
+    expected = F.col(ZK_VERSION).alias("u_expected")
+    aligned = _without_base(
+        updates.select(TOPIC, PARTITION, *renamed, expected, F.lit(1).alias("u_writes"))
+    )
+    known = F.col(TOPIC) == "a"
+    codes = [
+        generated_code(PartitionRegion._merged(aligned, known, zxid, now))
+        for zxid, now in [(10, 1_000), (11, 2_000)]
+    ]
+    assert codes[0]
+    assert codes[1] == codes[0]

@@ -32,11 +32,11 @@ from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
-from controller.requests import request_batches, request_totals
+from controller.requests import request_count
 from controller.state_change_error_lines import error_lines
 from controller.state_change_log import state_change_lines
 from controller.state_change_store import EventStateChangeLog
-from controller.state_writer import StateWrites, write_changed_states
+from controller.state_writer import StateWrites, write_changed_states, write_totals
 from controller.timer import Clock, Timer
 from controller.topic_events import TopicEvents
 from controller.zk.bootstrap import read_cluster
@@ -311,10 +311,12 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             )
             diff = local_checkpoint(changed, eager=False)
             store = self.store if write_zk else None
-            written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version)
             view = self.ctx.view()
-            batches = request_batches(diff, view.live_or_shutting_down.ids, self.ctx.deleting)
-            requests = request_totals(batches)
+            count = request_count(diff, view.live_or_shutting_down.ids, self.ctx.deleting)
+            totals = count.frame.agg(*write_totals(), *count.aggregates).first()
+            assert totals is not None
+            written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version, totals)
+            requests = count.totals(totals)
             if self.state_change_log is not None:
                 lines = state_change_lines(diff, topics, self.broker_id, self.ctx.epoch)
         if self.state_change_log is not None:

@@ -2,7 +2,8 @@
 
 ``request_batches(diff, live_or_shutting_down, deleting_topics)`` gives one row per (broker,
 kind) with the number of partitions in that broker's request; ``request_totals`` sums them for
-the event's metrics line. Requests to brokers that are neither live nor shutting down are
+the event's metrics line, and ``request_count`` gives the same sums as aggregates that the
+controller's pass over the diff computes with its ZooKeeper write totals. Requests to brokers that are neither live nor shutting down are
 dropped, as ``sendRequestsToBrokers`` drops them.
 
 Which changes send what (a replica's move is read with the chains of ``state_change_log``: the
@@ -42,9 +43,10 @@ Where the diff-based derivation differs from Kafka:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -65,7 +67,7 @@ from controller.transitions import (
 )
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import any_of, in_topics, literal_array
+from statemachines.columns import any_of, count_of, in_topics, literal_array, present
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
@@ -160,6 +162,7 @@ class _BatchPlan:
     counts: tuple[Column, ...]
     recipients: Column
     batches: Column
+    totals: tuple[Column, ...]
 
 
 @lru_cache(maxsize=16)
@@ -208,22 +211,42 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
     metadata = F.col("_has") & (F.col("_announce") | F.col("_deletion_broadcast") | some(wanted))
     no = F.lit(False)
 
-    def entry(e: Column) -> Column:
-        """A replica's entry, where it gets a LeaderAndIsr or a StopReplica (else null)."""
-        reachable = live.contains(e[SLOT_BROKER])
-        lair = wanted(e) & reachable
-        stop = (entered_offline(e) | entered_deletion(e)) & reachable
+    reachable = [live.contains(e[SLOT_BROKER]) for e in slots]
+    lair = [F.coalesce(wanted(e) & r, no) for e, r in zip(slots, reachable, strict=True)]
+    stop = [
+        F.coalesce((entered_offline(e) | entered_deletion(e)) & r, no)
+        for e, r in zip(slots, reachable, strict=True)
+    ]
+    delete = [F.coalesce(entered_deletion(e), no) for e in slots]
+
+    def entry(k: int) -> Column:
+        """Slot k's entry, where its replica gets a LeaderAndIsr or a StopReplica (else null)."""
+        e = slots[k]
         return F.when(
-            lair | stop,
+            lair[k] | stop[k],
             F.struct(
                 e[SLOT_BROKER].alias(s.BROKER),
-                lair.alias("lair"),
+                lair[k].alias("lair"),
                 (e[SLOT_BROKER] == F.col(s.LEADER)).alias("leads"),
-                stop.alias("stop"),
-                entered_deletion(e).alias("delete"),
+                stop[k].alias("stop"),
+                delete[k].alias("delete"),
                 no.alias("metadata"),
             ),
         )
+
+    def recipients_of(flags: list[Column]) -> Column:
+        """How many brokers a flagged slot names, over the rows aggregated."""
+        named = present([F.when(f, e[SLOT_BROKER]) for f, e in zip(flags, slots, strict=True)])
+        return F.size(F.array_distinct(F.flatten(F.collect_set(named))))
+
+    totals = (
+        F.sum(count_of(lair)).alias("_rq_lair"),
+        recipients_of(lair).alias("_rq_lair_brokers"),
+        F.sum(count_of(stop)).alias("_rq_stop"),
+        recipients_of(stop).alias("_rq_stop_brokers"),
+        F.sum(count_of([a & b for a, b in zip(stop, delete, strict=True)])).alias("_rq_deletes"),
+        F.count_if(metadata).alias("_rq_metadata"),
+    )
 
     # One entry per replica sent something, plus one (broker null) that carries the
     # UpdateMetadata flag: a single aggregation counts both, and the null group fans out to
@@ -236,7 +259,9 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
         no.alias("delete"),
         metadata.alias("metadata"),
     )
-    sent = F.array_compact(F.array(*map(entry, slots), F.when(metadata, update_metadata)))
+    sent = F.array_compact(
+        F.array(*map(entry, range(len(slots))), F.when(metadata, update_metadata))
+    )
     counts = (
         F.count_if(F.col("lair")).alias("_lair"),
         F.count_if(F.col("lair") & F.col("leads")).alias("_leads"),
@@ -265,7 +290,47 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
     to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
     recipients = F.when(broker.isNull(), literal_array(sorted(live.ids))).otherwise(F.array(broker))
     batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
-    return _BatchPlan(staged, sent, counts, recipients, batches)
+    return _BatchPlan(staged, sent, counts, recipients, batches, totals)
+
+
+@dataclass(frozen=True)
+class RequestCount:
+    """An event's ``request_totals`` as aggregates over its diff, for a job that reads the diff
+    anyway: aggregate ``aggregates`` over ``frame`` (the diff with the columns they read) and
+    pass the row to ``totals``."""
+
+    frame: DataFrame
+    aggregates: tuple[Column, ...]
+    brokers: int  # live or shutting down: each gets the UpdateMetadata
+
+    def totals(self, row: Mapping[str, Any]) -> dict[str, int]:
+        totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
+        totals[f"{STOP_REPLICA}_{DELETES}"] = 0
+        if not self.aggregates:
+            return totals
+        metadata = int(row["_rq_metadata"] or 0)
+        totals[LEADER_AND_ISR] = int(row["_rq_lair_brokers"])
+        totals[f"{LEADER_AND_ISR}_{PARTITIONS}"] = int(row["_rq_lair"] or 0)
+        totals[UPDATE_METADATA] = self.brokers if metadata else 0
+        totals[f"{UPDATE_METADATA}_{PARTITIONS}"] = metadata * self.brokers
+        totals[STOP_REPLICA] = int(row["_rq_stop_brokers"])
+        totals[f"{STOP_REPLICA}_{PARTITIONS}"] = int(row["_rq_stop"] or 0)
+        totals[f"{STOP_REPLICA}_{DELETES}"] = int(row["_rq_deletes"] or 0)
+        return totals
+
+
+def request_count(
+    diff: DataFrame, live_or_shutting_down: Collection[int], deleting_topics: Sequence[int] = ()
+) -> RequestCount:
+    """``request_totals(request_batches(...))`` without a job of its own (see ``RequestCount``)."""
+    w = check_diff(diff)
+    live = BrokerSet.of(live_or_shutting_down)
+    if not live.ids:
+        return RequestCount(diff, (), 0)
+    plan = _batch_plan(w, live, tuple(sorted(set(deleting_topics))))
+    return RequestCount(
+        with_replica_slots(diff, w).withColumns(plan.staged), plan.totals, len(live.ids)
+    )
 
 
 def request_totals(batches: DataFrame) -> dict[str, int]:

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.handlers import brokers as h
-from controller.requests import request_batches
+from controller.requests import request_batches, request_count
 from controller.state_change_log import state_change_lines
 from controller.zk import STATES_SCHEMA
 from controller.zk.memory_partitions import PartitionRegion, _without_base
@@ -60,11 +60,18 @@ def test_broker_failure_plans_share_their_code_whichever_broker_fails(
     assert codes[2] == codes[0]
 
 
+def _request_plans(diff: DataFrame, live: tuple[int, ...]) -> list[DataFrame]:
+    count = request_count(diff, live)
+    return [request_batches(diff, live), count.frame.agg(*count.aggregates)]
+
+
 def test_request_plans_share_their_code_whichever_brokers_are_live(spark: SparkSession) -> None:
     event = broker_failure(spark)
-    codes = [generated_code(request_batches(event.diff, live)) for live in [(2, 3), (2, 3, 9)]]
-    assert codes[0]
-    assert codes[1] == codes[0]
+    first, second = (_request_plans(event.diff, live) for live in [(2, 3), (2, 3, 9)])
+    for plans in zip(first, second, strict=True):
+        codes = [generated_code(plan) for plan in plans]
+        assert codes[0]
+        assert codes[1] == codes[0]
 
 
 def test_state_change_log_plans_share_their_code_across_controllers(

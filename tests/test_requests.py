@@ -22,6 +22,7 @@ from controller.requests import (
     STOP_REPLICA,
     UPDATE_METADATA,
     request_batches,
+    request_count,
     request_totals,
 )
 from statemachines import partition_states, replica_states
@@ -323,3 +324,23 @@ def test_input_must_be_a_diff(spark: SparkSession) -> None:
     table, _ = compact_frame(spark, three_partitions())
     with pytest.raises(s.SchemaMismatchError):
         request_batches(table, [1])
+
+
+def test_request_count_aggregates_the_totals_of_the_batches(spark: SparkSession) -> None:
+    # The controller counts requests in its pass over the diff; the counts must be the batches'.
+    same, topics = compact_frame(spark, three_partitions())
+    events = [
+        broker_failure(spark),
+        controlled_shutdown(spark),
+        topic_creation(spark),
+        *reassignment(spark),
+        deletion_start(spark),
+        event_of(spark, same, same, topics, [1, 2, 3]),
+    ]
+    events.append(replace(events[0], live_or_shutting_down=()))  # every request dropped
+    for event in events:
+        args = (event.diff, event.live_or_shutting_down, event.deleting)
+        count = request_count(*args)
+        row = count.frame.agg(F.count(F.lit(1)).alias("_n"), *count.aggregates).first()
+        assert row is not None
+        assert count.totals(row) == request_totals(request_batches(*args)), event

@@ -92,13 +92,14 @@ def test_zookeeper_writes_share_their_code_across_zxids(spark: SparkSession) -> 
     )
     renamed = [F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS]
     expected = F.col(ZK_VERSION).alias("u_expected")
-    aligned = _without_base(
-        updates.select(TOPIC, PARTITION, *renamed, expected, F.lit(1).alias("u_writes"))
-    )
     known = F.col(TOPIC) == "a"
-    codes = [
-        generated_code(PartitionRegion._merged(aligned, known, zxid, now))
-        for zxid, now in [(10, 1_000), (11, 2_000)]
-    ]
+    codes = []
+    for zxid, now in [(10, 1_000), (11, 2_000)]:
+        # The updates reach the merge materialised (broadcast), with the write's zxid and time.
+        stamped = updates.select(
+            TOPIC, PARTITION, *renamed, expected, F.lit(1).alias("u_writes"),
+            F.lit(zxid).alias("u_zxid"), F.lit(now).alias("u_now"),
+        ).localCheckpoint()  # fmt: skip
+        codes.append(generated_code(PartitionRegion._merged(_without_base(stamped), known)))
     assert codes[0]
     assert codes[1] == codes[0]

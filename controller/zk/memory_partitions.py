@@ -273,16 +273,19 @@ class PartitionRegion:
         """
         self.flush()
         spark = updates.sparkSession
+        # zxid and time ride on the updates (their own small stage): compiled into the merge's
+        # code, they would make it new at every write (compiled again, run JIT-cold).
         upd = updates.select(
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
             F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
+            F.lit(zxid).alias("u_zxid"), F.lit(now_ms).alias("u_now"),
         )  # fmt: skip
         # Topic names never contain a comma (Kafka's legal characters): one folded literal array.
         topic_known = F.array_contains(F.split(F.lit(",".join(known_topics)), ","), F.col(TOPIC))
 
         def merged(aligned: DataFrame) -> tuple[DataFrame, dict[tuple[str, str], int]]:
             # Checkpointed lazily: the summary's pass materialises it, once.
-            m = local_checkpoint(self._merged(aligned, topic_known, zxid, now_ms), eager=False)
+            m = local_checkpoint(self._merged(aligned, topic_known), eager=False)
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
 
@@ -330,7 +333,7 @@ class PartitionRegion:
         return BulkOutcome(counts, failed, touched)
 
     @staticmethod
-    def _merged(m: DataFrame, topic_known: Column, zxid: int, now_ms: int) -> DataFrame:
+    def _merged(m: DataFrame, topic_known: Column) -> DataFrame:
         """Aligned rows (base columns, ``u_*`` update columns) after the write: new node
         columns, ``outcome`` (created/updated/error code; null where nothing was asked)."""
         exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
@@ -347,10 +350,7 @@ class PartitionRegion:
         def pick(if_created: Column, if_written: Column, name: str) -> Column:
             return F.when(created, if_created).when(written, if_written).otherwise(F.col(name))
 
-        # zxid and time join in as data: as literals they would make new code at every write.
-        stamp = local_frame(m.sparkSession, [(zxid, now_ms)], "_zxid long, _now long")
-        m = m.crossJoin(F.broadcast(stamp))
-        z, now, keep = F.col("_zxid"), F.col("_now"), F.col
+        z, now, keep = F.col("u_zxid"), F.col("u_now"), F.col
         cols = {
             "p_data": pick(F.lit(None).cast("binary"), keep("p_data"), "p_data"),
             "p_version": pick(F.lit(0), keep("p_version"), "p_version"),

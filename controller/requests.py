@@ -3,8 +3,8 @@
 ``request_batches(diff, live_or_shutting_down, deleting_topics)`` gives one row per (broker,
 kind) with the number of partitions in that broker's request; ``request_totals`` sums them for
 the event's metrics line, and ``request_count`` gives the same sums as aggregates that the
-controller's pass over the diff computes with its ZooKeeper write totals. Requests to brokers that are neither live nor shutting down are
-dropped, as ``sendRequestsToBrokers`` drops them.
+controller's pass over the diff computes with its ZooKeeper write totals. Requests to brokers
+that are neither live nor shutting down are dropped, as ``sendRequestsToBrokers`` drops them.
 
 Which changes send what (a replica's move is read with the chains of ``state_change_log``: the
 shortest sequence of valid transitions from its previous to its new state):

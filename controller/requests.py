@@ -293,6 +293,13 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
     return _BatchPlan(staged, sent, counts, recipients, batches, totals)
 
 
+def _no_requests() -> dict[str, int]:
+    """Every key of ``request_totals``, at 0."""
+    totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
+    totals[f"{STOP_REPLICA}_{DELETES}"] = 0
+    return totals
+
+
 @dataclass(frozen=True)
 class RequestCount:
     """An event's ``request_totals`` as aggregates over its diff, for a job that reads the diff
@@ -304,8 +311,7 @@ class RequestCount:
     brokers: int  # live or shutting down: each gets the UpdateMetadata
 
     def totals(self, row: Mapping[str, Any]) -> dict[str, int]:
-        totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
-        totals[f"{STOP_REPLICA}_{DELETES}"] = 0
+        totals = _no_requests()
         if not self.aggregates:
             return totals
         metadata = int(row["_rq_metadata"] or 0)
@@ -341,8 +347,7 @@ def request_totals(batches: DataFrame) -> dict[str, int]:
     ``StopReplica_deletes``: StopReplica entries with deletePartition=true. Every key is present.
     The batches are at most three rows per broker, so they are summed on the driver.
     """
-    totals = {key: 0 for kind in KINDS for key in (kind, f"{kind}_{PARTITIONS}")}
-    totals[f"{STOP_REPLICA}_{DELETES}"] = 0
+    totals = _no_requests()
     for row in batches.select(KIND, PARTITIONS, DELETES).collect():
         totals[row[KIND]] += 1
         totals[f"{row[KIND]}_{PARTITIONS}"] += int(row[PARTITIONS])

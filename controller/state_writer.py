@@ -54,10 +54,10 @@ def write_changed_states(
     """Mirror the partitions whose state znode changed into ZooKeeper (fenced, bulk).
 
     ``diff`` is the event's ``generation_diff``; ``totals``, its ``write_totals`` (aggregated
-    by the caller in its pass over the diff). A partition written d times in one event (an election, then ISR removals)
-    goes out as d conditional writes, so its znode version matches ``zk_version`` as in Kafka.
-    Rows of deleted partitions are not written here. Without a ``store`` (the states came from
-    ZooKeeper) nothing is written and the writes count 0.
+    by the caller in its pass over the diff). A partition written d times in one event (an
+    election, then ISR removals) goes out as d conditional writes, so its znode version matches
+    ``zk_version`` as in Kafka. Rows of deleted partitions are not written here. Without a
+    ``store`` (the states came from ZooKeeper) nothing is written and the writes count 0.
     """
     old, written = _old(), _written()
     if store is None or not totals["rows"]:

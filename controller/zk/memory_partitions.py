@@ -15,11 +15,11 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   a pass that writes every row and a new generation's worth of blocks. The delta folds into the
   base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows``
   (its keys are broadcast), and at every larger write (a full outer join). Single-op changes
-  reach the delta the same way when they delete no node. Base and delta are checkpointed locally, so every plan starts from
-  materialised rows (a plan that grew with every write would make each write slower and, at a
-  few dozen writes, exhaust the driver planning it); optionally every ``snapshot_every`` new
-  bases the table is also written to Parquet under a temp dir and read back. DataFrames handed
-  out earlier stay valid until ``close``.
+  reach the delta the same way when they delete no node. Base and delta are checkpointed
+  locally, so every plan starts from materialised rows (a plan that grew with every write would
+  make each write slower and, at a few dozen writes, exhaust the driver planning it); optionally
+  every ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and
+  read back. DataFrames handed out earlier stay valid until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint
-from controller.diff import CHANGE, CHANGED, CREATED, can_stamp, stamp_changes
+from controller.diff import CHANGE, CREATED, can_stamp, stale_rows, stamp_changes
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -31,9 +31,6 @@ from statemachines.replica_states import ReplicaState
 from statemachines.state_change_errors import ERRORS, error_count
 
 log = logging.getLogger(__name__)
-_STAMPS = (CREATED, CHANGED)
-# Beyond this many changed rows the diff joins the generations instead of broadcasting them.
-MAX_STAMPED_CANDIDATES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ class ControllerContext:
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
-        self.stamped = False  # the last commit's diff can be read off it alone (``stamped_diff``)
+        self.stamped = False  # the last commit's diff is a filter of it (``stamped_diff``)
 
     @property
     def committed(self) -> DataFrame | None:
@@ -204,7 +201,7 @@ class ControllerContext:
         errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
         stamps = (
-            [stamp_changes(new_partitions, self.generation)]
+            stamp_changes(new_partitions, self.generation)
             if same_width and can_stamp(new_partitions)
             else []
         )
@@ -229,13 +226,13 @@ class ControllerContext:
         row = table.agg(*aggregates).first()
         assert row is not None
         # The join-free diff holds when every row of the replaced generation is still here (no
-        # row dropped) and the candidates are few enough to broadcast.
+        # row dropped) and every changed row knows its previous values.
         rows = int(row["_rows"])
         self.stamped = (
             bool(stamps)
             and self.rows is not None
-            and rows == self.rows + int(row[f"_{CREATED}"] or 0)
-            and int(row[f"_{CHANGED}"] or 0) <= MAX_STAMPED_CANDIDATES
+            and rows == self.rows + int(row["_created"] or 0)
+            and not row["_stale"]
         )
         self.rows = rows
         self._persisted = table
@@ -292,7 +289,15 @@ def _gauge_columns(
         *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
         *([F.sum(error_count()).alias(ERRORS)] if errors else []),
         F.count(F.lit(1)).alias("_rows"),
-        *[F.sum((F.col(CHANGE) == c).cast("long")).alias(f"_{c}") for c in _STAMPS if stamps],
+        *(_stamp_totals() if stamps else ()),
+    )
+
+
+def _stamp_totals() -> tuple[Column, ...]:
+    """Created rows, and rows whose previous values are unknown (see ``stamp_changes``)."""
+    return (
+        F.sum((F.col(CHANGE) == CREATED).cast("long")).alias("_created"),
+        stale_rows().alias("_stale"),
     )
 
 

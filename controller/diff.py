@@ -9,11 +9,11 @@ ZooKeeper writes, the controller-to-broker requests and the state-change log of 
 read off this one frame, which is small (changed rows) and cached once per commit.
 
 The join shuffles both generations, so the controller avoids it when it can: ``with_previous``
-gives every row of the table a handler starts from a fingerprint of its values (a 64-bit hash,
-with the generation), the handlers carry it, and the commit marks the rows whose fingerprint
-changed and the created ones (``stamp_changes``). ``stamped_diff`` then looks only those rows up
-in the previous generation, broadcast: no shuffle. A generation that lost rows (deletions),
-changed width, or changed too many rows to broadcast needs the join.
+gives every row of the table a handler starts from its own values (a struct, tagged with the
+generation), the handlers carry it, and the commit marks the changed and created rows and keeps
+the replaced values of the changed ones beside them (``stamp_changes``). ``stamped_diff`` is then
+a filter of the committed rows: neither generation is read again. A generation that lost rows
+(deletions), changed width, or carried rows from another generation needs the join.
 """
 
 from __future__ import annotations
@@ -60,8 +60,10 @@ def generation_diff(previous: DataFrame | None, new: DataFrame) -> DataFrame:
     return joined.where(~same).select(*diff_columns(w))
 
 
-PREVIOUS = "_prev_fingerprint"  # a row's fingerprint in the generation its handler started from
-CHANGE = "_change"  # UNCHANGED, CHANGED (a candidate) or CREATED, stamped at commit
+PREVIOUS = "_previous"  # a row as it was in the generation its handler started from
+PREVIOUS_GENERATION = "generation"  # ... tagged with that generation (a field of PREVIOUS)
+CHANGE = "_change"  # UNCHANGED, CHANGED or CREATED, stamped at commit
+REPLACED = "_replaced"  # a changed row's PREVIOUS, kept in the committed generation
 UNCHANGED, CHANGED, CREATED = 0, 1, 2
 
 
@@ -69,56 +71,62 @@ def _data(w: int) -> list[str]:
     return [c for c in s.compact_columns(w) if c not in KEY]
 
 
-def _fingerprint(w: int, generation: int) -> Column:
-    """A 64-bit hash of a row's data columns in generation ``generation``.
-
-    The generation goes in as a string: Spark compiles an integer literal into the generated
-    code and a string one as a reference, so this keeps each event's code the one already
-    compiled (and JIT-warm) for the previous event."""
-    return F.xxhash64(F.lit(str(generation)), *_data(w))
+def _tag(generation: int) -> Column:
+    # A string: Spark compiles an integer literal into the generated code and a string one as a
+    # reference, so each event's code stays the one already compiled (and JIT-warm).
+    return F.lit(str(generation))
 
 
 def with_previous(table: DataFrame, generation: int) -> DataFrame:
-    """``table`` (compact, generation ``generation``) with its rows' fingerprints."""
-    return table.withColumn(PREVIOUS, _fingerprint(s.width(table), generation))
+    """``table`` (compact, generation ``generation``) with each row's values as ``PREVIOUS``.
+
+    Handlers carry the column; the commit compares it with the row's new values, so neither
+    the stamp nor the diff looks the previous generation up. Until the commit, the struct's
+    fields are references to the row's own columns (Spark folds them away)."""
+    data = _data(s.width(table))
+    fields = [_tag(generation).alias(PREVIOUS_GENERATION), *(F.col(c) for c in data)]
+    return table.withColumn(PREVIOUS, F.struct(*fields))
 
 
 def can_stamp(new: DataFrame) -> bool:
-    """Whether ``new`` carries fingerprints (``stamp_changes`` applies)."""
+    """Whether ``new`` carries previous rows (``stamp_changes`` applies)."""
     return PREVIOUS in new.columns
 
 
-def stamp_changes(new: DataFrame, replaced: int) -> Column:
-    """``_change`` of the rows of a table that ``can_stamp``, which replaces generation
-    ``replaced`` at the same width. A changed fingerprint makes a candidate (a fingerprint
-    from another generation does too); ``stamped_diff`` compares the candidates exactly."""
-    previous = F.col(PREVIOUS)
-    return (
-        F.when(previous.isNull(), CREATED)
-        .when(_fingerprint(s.width(new), replaced) != previous, CHANGED)
-        .otherwise(UNCHANGED)
-        .cast("byte")
-        .alias(CHANGE)
-    )
+def stamp_changes(new: DataFrame, replaced: int) -> list[Column]:
+    """``_change`` and ``_replaced`` of the rows of a table that ``can_stamp``, which replaces
+    generation ``replaced`` at the same width.
 
-
-def stamped_diff(previous: DataFrame, committed: DataFrame) -> DataFrame:
-    """``generation_diff(previous, committed)`` for a generation committed with
-    ``stamp_changes`` that dropped no row of ``previous``; lazy.
-
-    Only the candidates are looked up in ``previous``, broadcast, so neither generation is
-    shuffled; created rows need no lookup.
+    A row carried from another generation is CHANGED, with a null ``_replaced``: its
+    previous values are unknown, and ``stale_rows`` counts it (the diff then needs the join).
     """
-    w = s.width(committed)
-    data = _data(w)
-    change = F.col(CHANGE)
-    candidates = committed.where(change == CHANGED).select(*KEY, *data)
-    old = previous.select(*KEY, *(F.col(c).alias(prev(c)) for c in data))
+    previous = F.col(PREVIOUS)
+    current = previous.getField(PREVIOUS_GENERATION) == _tag(replaced)
     same: Column = F.lit(True)
-    for c in data:
-        same = same & F.col(c).eqNullSafe(F.col(prev(c)))
-    changed = old.join(F.broadcast(candidates), list(KEY)).where(~same)
-    created = committed.where(change == CREATED).select(
-        *KEY, *data, *(F.lit(None).cast(committed.schema[c].dataType).alias(prev(c)) for c in data)
+    for c in _data(s.width(new)):
+        same = same & F.col(c).eqNullSafe(previous.getField(c))
+    change = (
+        F.when(previous.isNull(), CREATED)
+        .when(current & same, UNCHANGED)
+        .otherwise(CHANGED)
+        .cast("byte")
     )
-    return changed.select(*diff_columns(w)).unionByName(created.select(*diff_columns(w)))
+    kept = F.when(previous.isNotNull() & current & ~same, previous)
+    return [change.alias(CHANGE), kept.alias(REPLACED)]
+
+
+def stale_rows() -> Column:
+    """Rows of a stamped generation whose previous values are unknown (see ``stamp_changes``)."""
+    return F.sum(((F.col(CHANGE) == CHANGED) & F.col(REPLACED).isNull()).cast("long"))
+
+
+def stamped_diff(committed: DataFrame) -> DataFrame:
+    """``generation_diff(previous, committed)`` for a generation committed with
+    ``stamp_changes`` that dropped no row of ``previous`` and has no ``stale_rows``; lazy.
+
+    One filter of the committed rows: a changed row carries its replaced values."""
+    data = _data(s.width(committed))
+    replaced = F.col(REPLACED)
+    return committed.where(F.col(CHANGE) != UNCHANGED).select(
+        *KEY, *data, *(replaced.getField(c).alias(prev(c)) for c in data)
+    )

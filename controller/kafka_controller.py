@@ -267,8 +267,9 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
 
     # -- helpers ---------------------------------------------------------------------------------
     def _table(self) -> DataFrame:
-        """The committed generation, each row with its fingerprint: handlers carry it, so the
-        commit can tell what changed without joining two generations (``controller.diff``)."""
+        """The committed generation, each row with its own values beside it: handlers carry
+        them, so the commit can tell what changed without joining two generations
+        (``controller.diff``)."""
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
         return with_previous(self.ctx.partitions, self.ctx.generation)
 
@@ -305,7 +306,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             # What the event changed, materialised by the first pass over it (the ZooKeeper write
             # totals); writes, broker requests and the state-change log read that small frame.
             changed = (
-                stamped_diff(previous, committed)
+                stamped_diff(committed)
                 if self.ctx.stamped
                 else generation_diff(previous, self.ctx.partitions)
             )

@@ -19,6 +19,7 @@ from controller.diff import (
     diff_columns,
     generation_diff,
     prev,
+    stale_rows,
     stamp_changes,
     stamped_diff,
     with_previous,
@@ -86,8 +87,9 @@ _EDITS = st.sampled_from(["same", "leader", "isr", "replica_state", "epoch"])
 def test_stamped_diff_equals_the_join(
     spark: SparkSession, edits: list[str], created: int, stale: bool
 ) -> None:
-    """Rows carrying their fingerprints give the join's diff with only the candidates looked up;
-    fingerprints from another generation make every row a candidate, and still the same diff."""
+    """Rows carrying their previous values give the join's diff as a filter of the committed
+    rows; rows carried from another generation are changed, counted stale (the commit then
+    joins)."""
     before = [
         Partition("a", p, (1 + p % 3, 1 + (p + 1) % 3), (1 + p % 3,), leader=1 + p % 3)
         for p in range(len(edits))
@@ -109,17 +111,20 @@ def test_stamped_diff_equals_the_join(
     carried = with_previous(old, 6 if stale else 7).select(s.TOPIC_INDEX, s.PARTITION, PREVIOUS)
     handled = new.join(carried, [s.TOPIC_INDEX, s.PARTITION], "left")
     assert can_stamp(handled)
-    committed = handled.select(*s.compact_columns(2), stamp_changes(handled, 7))
+    committed = handled.select(*s.compact_columns(2), *stamp_changes(handled, 7))
     candidates = {
         r[0] for r in committed.where(F.col(CHANGE) == CHANGED).select(s.PARTITION).collect()
     }
     edited = {p for p, e in enumerate(edits) if e != "same"}
     assert candidates == (set(range(len(edits))) if stale else edited)
+    assert committed.agg(stale_rows()).first()[0] == (len(edits) if stale else 0)
+    if stale:
+        return
 
     def rows(df: DataFrame) -> list[tuple]:
         return sorted(tuple(r) for r in df.select(*diff_columns(2)).collect())
 
-    assert rows(stamped_diff(old, committed)) == rows(generation_diff(old, new))
+    assert rows(stamped_diff(committed)) == rows(generation_diff(old, new))
 
 
 def test_commit_reads_the_diff_off_the_candidates_unless_rows_were_dropped(
@@ -141,5 +146,8 @@ def test_commit_reads_the_diff_off_the_candidates_unless_rows_were_dropped(
     ctx.commit(widen(with_previous(ctx.partitions, ctx.generation), 4))
     assert not ctx.stamped  # another width
     assert ctx.partitions is not None
-    ctx.commit(ctx.partitions)  # no fingerprints at all
+    ctx.commit(with_previous(ctx.partitions, ctx.generation - 1))
+    assert not ctx.stamped  # rows carried from another generation
+    assert ctx.partitions is not None
+    ctx.commit(ctx.partitions)  # no previous rows at all
     assert not ctx.stamped

@@ -7,8 +7,8 @@ from pyspark.sql import DataFrame
 from controller.diff import PREVIOUS
 from statemachines.state_change_errors import ERRORS
 
-# A row's refused transitions (for the state-change log) and its fingerprint in the generation
-# the handler started from (so the commit finds the changed rows without a join).
+# A row's refused transitions (for the state-change log) and its values in the generation the
+# handler started from (so the commit finds the changed rows, and their old values, without a join).
 TRACKED = (ERRORS, PREVIOUS)
 
 

@@ -66,7 +66,7 @@ from controller.transitions import (
     with_replica_slots,
 )
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet
+from statemachines.brokers import BrokerSet, in_words
 from statemachines.columns import any_of, count_of, in_topics, literal_array, present
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
@@ -138,16 +138,18 @@ def request_batches(
     if not live.ids:
         # Every request would be dropped at send time.
         return local_frame(diff.sparkSession, [], BATCHES_SCHEMA)
-    plan = _batch_plan(w, live, tuple(sorted(set(deleting_topics))))
+    plan, staged = _plan_for(w, live, deleting_topics)
     counted = (
         with_replica_slots(diff, w)
-        .withColumns(plan.staged)
+        .withColumns(staged)
         .select(F.inline(plan.sent))
         .groupBy(s.BROKER)
         .agg(*plan.counts)
     )
+    broker = F.col(s.BROKER)
+    recipients = F.when(broker.isNull(), literal_array(sorted(live.ids))).otherwise(F.array(broker))
     return (
-        counted.withColumn("_to", F.explode(plan.recipients))
+        counted.withColumn("_to", F.explode(recipients))
         .select(F.inline(plan.batches))
         .where(F.col(PARTITIONS) > 0)
     )
@@ -160,14 +162,31 @@ class _BatchPlan:
     staged: dict[str, Column]
     sent: Column
     counts: tuple[Column, ...]
-    recipients: Column
     batches: Column
     totals: tuple[Column, ...]
 
 
+_LIVE = "_live"  # the live-or-shutting-down brokers' words (``BrokerSet.words``), per event
+
+
+def _plan_for(
+    w: int, live: BrokerSet, deleting_topics: Sequence[int]
+) -> tuple[_BatchPlan, dict[str, Column]]:
+    """The plan for the event, and the columns to stage before it: the brokers enter as a
+    column, so one plan serves every event of a width and deleting topics."""
+    deleting = tuple(sorted(set(deleting_topics)))
+    if not live.in_word_range:
+        plan = _batch_plan(w, live, deleting)
+        return plan, plan.staged
+    plan = _batch_plan(w, None, deleting)
+    return plan, {**plan.staged, _LIVE: live.words()}
+
+
 @lru_cache(maxsize=16)
-def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _BatchPlan:
-    """Built once per key and reused: an event's plan is otherwise thousands of JVM calls."""
+def _batch_plan(w: int, live: BrokerSet | None, deleting_topics: tuple[int, ...]) -> _BatchPlan:
+    """Built once per key and reused: an event's plan is otherwise thousands of JVM calls.
+
+    ``live``: the brokers, or None to read them off the staged ``_LIVE`` column."""
     has = _leadership(F.col(s.ZK_VERSION))
     had = _leadership(F.col(prev(s.ZK_VERSION)))
     p_before, p_after = partition_codes()
@@ -211,7 +230,10 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
     metadata = F.col("_has") & (F.col("_announce") | F.col("_deletion_broadcast") | some(wanted))
     no = F.lit(False)
 
-    reachable = [live.contains(e[SLOT_BROKER]) for e in slots]
+    def reaches(broker: Column) -> Column:
+        return live.contains(broker) if live is not None else in_words(F.col(_LIVE), broker)
+
+    reachable = [reaches(e[SLOT_BROKER]) for e in slots]
     lair = [F.coalesce(wanted(e) & r, no) for e, r in zip(slots, reachable, strict=True)]
     stop = [
         F.coalesce((entered_offline(e) | entered_deletion(e)) & r, no)
@@ -288,9 +310,8 @@ def _batch_plan(w: int, live: BrokerSet, deleting_topics: tuple[int, ...]) -> _B
         batch(broker, STOP_REPLICA, F.col("_stop"), zero, F.col("_deletes")),
     )
     to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
-    recipients = F.when(broker.isNull(), literal_array(sorted(live.ids))).otherwise(F.array(broker))
     batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
-    return _BatchPlan(staged, sent, counts, recipients, batches, totals)
+    return _BatchPlan(staged, sent, counts, batches, totals)
 
 
 def _no_requests() -> dict[str, int]:
@@ -333,10 +354,8 @@ def request_count(
     live = BrokerSet.of(live_or_shutting_down)
     if not live.ids:
         return RequestCount(diff, (), 0)
-    plan = _batch_plan(w, live, tuple(sorted(set(deleting_topics))))
-    return RequestCount(
-        with_replica_slots(diff, w).withColumns(plan.staged), plan.totals, len(live.ids)
-    )
+    plan, staged = _plan_for(w, live, deleting_topics)
+    return RequestCount(with_replica_slots(diff, w).withColumns(staged), plan.totals, len(live.ids))
 
 
 def request_totals(batches: DataFrame) -> dict[str, int]:

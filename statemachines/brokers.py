@@ -57,23 +57,33 @@ class BrokerSet:
             cached = _MEMBERSHIP[key] = self._membership(broker)
         return cached
 
-    def _membership(self, broker: Column) -> Column:
-        top = max(self.ids)
-        if top > _LOOKUP_LIMIT or min(self.ids) < 0:
-            return broker.isin(sorted(self.ids))
-        return self._in_words(broker, top // 64 + 1)
+    @property
+    def in_word_range(self) -> bool:
+        """Whether ``words`` can hold the set (no negative id, none above the word range)."""
+        return not self.ids or (min(self.ids) >= 0 and max(self.ids) <= _LOOKUP_LIMIT)
 
-    def _in_words(self, broker: Column, n_words: int) -> Column:
-        """Bit ``b mod 64`` of word ``b div 64`` of a constant-folded literal array."""
-        words = [0] * n_words
+    def words(self) -> Column:
+        """The set as a literal array of 64-bit words (bit ``b mod 64`` of word ``b div 64``),
+        for ``in_words``; only for a set ``in_word_range``."""
+        words = [0] * (max(self.ids, default=0) // 64 + 1)
         for b in self.ids:
             words[b // 64] |= 1 << (b % 64)
         # Literal longs are signed: map bit 63 to the negative value Spark expects.
-        signed = [w - (1 << 64) if w >= 1 << 63 else w for w in words]
-        word = F.get(literal_array(signed, "bigint"), F.shiftright(broker, 6))
-        # shiftright with a per-row amount needs the SQL function (the Python one takes an int).
-        bit = F.call_function("shiftright", word, F.pmod(broker, F.lit(64))).bitwiseAND(F.lit(1))
-        return F.coalesce((broker >= 0) & (bit == 1), F.lit(False))
+        return literal_array([w - (1 << 64) if w >= 1 << 63 else w for w in words], "bigint")
+
+    def _membership(self, broker: Column) -> Column:
+        if not self.in_word_range:
+            return broker.isin(sorted(self.ids))
+        return in_words(self.words(), broker)
+
+
+def in_words(words: Column, broker: Column) -> Column:
+    """True where ``broker`` is in the set ``words`` holds (``BrokerSet.words``): the words may
+    be a column, so a plan built once serves every set."""
+    word = F.get(words, F.shiftright(broker, 6))
+    # shiftright with a per-row amount needs the SQL function (the Python one takes an int).
+    bit = F.call_function("shiftright", word, F.pmod(broker, F.lit(64))).bitwiseAND(F.lit(1))
+    return F.coalesce((broker >= 0) & (bit == 1), F.lit(False))
 
 
 @dataclass(frozen=True)

@@ -344,3 +344,18 @@ def test_request_count_aggregates_the_totals_of_the_batches(spark: SparkSession)
         row = count.frame.agg(F.count(F.lit(1)).alias("_n"), *count.aggregates).first()
         assert row is not None
         assert count.totals(row) == request_totals(request_batches(*args)), event
+
+
+def test_one_request_plan_serves_every_live_set(spark: SparkSession) -> None:
+    # The brokers are a staged column, so an event with other live brokers reuses the plan's
+    # Columns (building them costs thousands of JVM calls); ids beyond the word range cannot.
+    event = broker_failure(spark)
+    first = request_count(event.diff, [1, 2, 3], event.deleting)
+    assert request_count(event.diff, [1, 2], event.deleting).aggregates is first.aggregates
+    far = [1, 2, 3, 2_000_000]
+    beyond = request_count(event.diff, far, event.deleting)
+    assert beyond.aggregates is not first.aggregates
+    row = beyond.frame.agg(*beyond.aggregates).first()
+    assert row is not None
+    assert beyond.totals(row) == request_totals(request_batches(event.diff, far, event.deleting))
+    assert beyond.totals(row)[UPDATE_METADATA] == 4

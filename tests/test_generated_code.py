@@ -16,7 +16,7 @@ from controller.handlers import brokers as h
 from controller.requests import request_batches, request_count
 from controller.state_change_log import state_change_lines
 from controller.zk import STATES_SCHEMA
-from controller.zk.memory_partitions import PartitionRegion, _without_base
+from controller.zk.memory_merge import merged_rows, without_base
 from controller.zk.memory_rows import STATE_COLUMNS
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.reference import Partition
@@ -100,6 +100,6 @@ def test_zookeeper_writes_share_their_code_across_zxids(spark: SparkSession) -> 
             TOPIC, PARTITION, *renamed, expected, F.lit(1).alias("u_writes"),
             F.lit(zxid).alias("u_zxid"), F.lit(now).alias("u_now"),
         ).localCheckpoint()  # fmt: skip
-        codes.append(generated_code(PartitionRegion._merged(_without_base(stamped), known)))
+        codes.append(generated_code(merged_rows(without_base(stamped), known)))
     assert codes[0]
     assert codes[1] == codes[0]

@@ -9,17 +9,17 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   on first touch and keep changes in a small driver-side overlay; the overlay is merged into the
   DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``). A
-  write of a few rows (up to ``broadcast_rows``) is broadcast over the table and only the rows it
-  names are merged; they join a small ``delta`` frame whose rows supersede the ``base`` rows of
-  the same key. Rewriting the whole table for each event's handful of changed states would cost
-  a pass that writes every row and a new generation's worth of blocks. The delta folds into the
-  base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows``
-  (its keys are broadcast), and at every larger write (a full outer join). Single-op changes
-  reach the delta the same way when they delete no node. Base and delta are checkpointed
-  locally, so every plan starts from materialised rows (a plan that grew with every write would
-  make each write slower and, at a few dozen writes, exhaust the driver planning it); optionally
-  every ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and
-  read back. DataFrames handed out earlier stay valid until ``close``.
+  write of a few rows (up to ``broadcast_rows``) is broadcast over the ``base`` and the ``delta``
+  (rows written since; a delta row supersedes the base row of its key), and only the rows it
+  names are merged, into the delta: rewriting the whole table for each event's handful of
+  changed states would write every row. The delta folds into the base once it outgrows a
+  quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows`` (its keys are
+  broadcast), and at every larger write (a full outer join). Single-op changes reach the delta
+  the same way when they delete no node. Base and delta are checkpointed locally, so every plan
+  starts from materialised rows (a plan that grew with every write would make each write slower
+  and, at a few dozen writes, exhaust the driver planning it); optionally every
+  ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and read
+  back. DataFrames handed out earlier stay valid until ``close``.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -36,8 +36,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint
+from controller.zk.memory_merge import failed_rows, merged_rows, without_base
 from controller.zk.memory_rows import (
     INTERNAL_SCHEMA,
+    KEY,
     ROW_COLUMNS,
     STATE_COLUMNS,
     Entry,
@@ -52,7 +54,6 @@ from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 
 _NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
-KEY = [TOPIC, PARTITION]
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
 WRITTEN = ("created", "updated")  # bulk-write outcomes that changed a row
@@ -285,7 +286,7 @@ class PartitionRegion:
 
         def merged(aligned: DataFrame) -> tuple[DataFrame, dict[tuple[str, str], int]]:
             # Checkpointed lazily: the summary's pass materialises it, once.
-            m = local_checkpoint(self._merged(aligned, topic_known), eager=False)
+            m = local_checkpoint(merged_rows(aligned, topic_known), eager=False)
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
 
@@ -294,20 +295,20 @@ class PartitionRegion:
         n_updates = 0 if table is None else upd.count() if rows is None else rows
         small = table is not None and n_updates <= self.broadcast_rows
         if table is None:
-            m, counts = merged(_without_base(upd))
+            m, counts = merged(without_base(upd))
         elif not small:
             m, counts = merged(table.join(upd, KEY, "full_outer"))
         else:
             # The usual controller write: the updates are broadcast over the table, and only
             # the rows they name are merged. Updates without a row (creates; NONODE) are merged
             # apart, only when the first pass did not account for every update.
-            m, counts = merged(table.join(F.broadcast(upd), KEY))
+            m, counts = merged(self._named_by(upd))
             if sum(counts.values()) < n_updates:
                 missing = upd.join(F.broadcast(m.select(*KEY)), KEY, "left_anti")
-                extra, more = merged(_without_base(missing).coalesce(1))
+                extra, more = merged(without_base(missing).coalesce(1))
                 m = m.unionByName(extra)
                 counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counts.keys() | more}
-        failed = self._failed(m, any(o not in WRITTEN for _, o in counts))
+        failed = failed_rows(m, any(o not in WRITTEN for _, o in counts))
         touched: list[tuple[str, int, str]] = []
         # Watched keys need events; rewritten malformed keys become well-formed.
         interesting = set(watched) | self.malformed
@@ -332,66 +333,16 @@ class PartitionRegion:
         self.malformed -= {(t, p) for t, p, _ in touched}
         return BulkOutcome(counts, failed, touched)
 
-    @staticmethod
-    def _merged(m: DataFrame, topic_known: Column) -> DataFrame:
-        """Aligned rows (base columns, ``u_*`` update columns) after the write: new node
-        columns, ``outcome`` (created/updated/error code; null where nothing was asked)."""
-        exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
-        error = (
-            F.when(expected.isNull(), F.lit(None))
-            .when(expected == -1, F.when(exists, "NODEEXISTS").when(~topic_known, "NONODE"))
-            .when(~F.coalesce(F.col("has_state"), F.lit(False)), "NONODE")
-            .when(F.col(ZK_VERSION) != expected, "BADVERSION")
-        )
-        m = m.withColumn("error", error)
-        written = expected.isNotNull() & F.col("error").isNull()
-        created = written & (expected == -1)
-
-        def pick(if_created: Column, if_written: Column, name: str) -> Column:
-            return F.when(created, if_created).when(written, if_written).otherwise(F.col(name))
-
-        z, now, keep = F.col("u_zxid"), F.col("u_now"), F.col
-        cols = {
-            "p_data": pick(F.lit(None).cast("binary"), keep("p_data"), "p_data"),
-            "p_version": pick(F.lit(0), keep("p_version"), "p_version"),
-            "p_czxid": pick(z, keep("p_czxid"), "p_czxid"),
-            "p_mzxid": pick(z, keep("p_mzxid"), "p_mzxid"),
-            "p_ctime": pick(now, keep("p_ctime"), "p_ctime"),
-            "p_mtime": pick(now, keep("p_mtime"), "p_mtime"),
-            "p_cversion": pick(F.lit(1), keep("p_cversion"), "p_cversion"),
-            "p_pzxid": pick(z, keep("p_pzxid"), "p_pzxid"),
-            "has_state": pick(F.lit(True), F.lit(True), "has_state"),
-            **{c: pick(keep(f"u_{c}"), keep(f"u_{c}"), c) for c in STATE_COLUMNS},
-            ZK_VERSION: pick(F.col("u_writes") - 1, expected + F.col("u_writes"), ZK_VERSION),
-            "s_czxid": pick(z, keep("s_czxid"), "s_czxid"),
-            "s_mzxid": pick(z, z, "s_mzxid"),
-            "s_ctime": pick(now, keep("s_ctime"), "s_ctime"),
-            "s_mtime": pick(now, now, "s_mtime"),
-            "raw": pick(F.lit(None).cast("binary"), F.lit(None).cast("binary"), "raw"),
-        }
-        outcome = F.when(created, "created").when(written, "updated").otherwise(F.col("error"))
-        return m.select(
-            TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
-            *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
-        )  # fmt: skip
-
-    @staticmethod
-    def _failed(m: DataFrame, any_failed: bool) -> DataFrame:
-        failed = m.filter(F.col("error").isNotNull()).select(
-            TOPIC, PARTITION, *[F.col(f"u_{c}").alias(c) for c in STATE_COLUMNS],
-            F.col("u_expected").alias(ZK_VERSION), "error",
-        )  # fmt: skip
-        if not any_failed:
-            return local_frame(failed.sparkSession, [], failed.schema)
-        return failed  # lazy over the cached merge result
+    def _named_by(self, upd: DataFrame) -> DataFrame:
+        """The table's rows that ``upd`` names, beside their updates: base and delta are each
+        joined with them first, so delta rows supersede only the matched base rows."""
+        assert self.base is not None
+        named = self.base.join(F.broadcast(upd), KEY)
+        if self.delta is None:
+            return named
+        return _superseded(named, self.delta.join(F.broadcast(upd), KEY))
 
 
 def _superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
     """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
     return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)
-
-
-def _without_base(upd: DataFrame) -> DataFrame:
-    """Update rows aligned with no table row (every node column null)."""
-    nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in INTERNAL_SCHEMA.fields[2:]]
-    return upd.select(*KEY, *nulls, *[c for c in upd.columns if c not in KEY])

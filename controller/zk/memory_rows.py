@@ -30,6 +30,7 @@ from statemachines.schemas import (
 )
 
 Key = tuple[str, int]
+KEY = [TOPIC, PARTITION]  # of the rows
 
 STATE_COLUMNS = (LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH)
 # Per partition: the partition node's stat (p_*), the state node's payload columns and stat.

@@ -19,7 +19,9 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   starts from materialised rows (a plan that grew with every write would make each write slower
   and, at a few dozen writes, exhaust the driver planning it); optionally every
   ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and read
-  back. DataFrames handed out earlier stay valid until ``close``.
+  back. A replaced base or delta is freed at once (Spark's cleaner would free it only after some
+  JVM GC, and kept 350 MB bases of a 1e6 table): a frame read from the table is valid until the
+  next write, which is when its readers (a context load, a read-modify-write) are done with it.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """
@@ -35,7 +37,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import local_checkpoint
+from controller.checkpoint import local_checkpoint, release
 from controller.zk.memory_merge import failed_rows, merged_rows, without_base
 from controller.zk.memory_rows import (
     INTERNAL_SCHEMA,
@@ -92,6 +94,8 @@ class PartitionRegion:
         self.broadcast_rows = broadcast_rows
         self._generation = 0
         self._workdir: str | None = None
+        self._backing: list[DataFrame] = []  # checkpoints behind ``base``
+        self._merges: list[DataFrame] = []  # the last write's merge results (behind ``failed``)
 
     # -- Region protocol -------------------------------------------------------------------
     def owns(self, path: str) -> bool:
@@ -186,12 +190,12 @@ class PartitionRegion:
     def _empty(self, spark: SparkSession) -> DataFrame:
         return local_frame(spark, [], INTERNAL_SCHEMA)
 
-    def _install(self, new_base: DataFrame, materialised: bool = False) -> None:
-        """Make ``new_base`` (every row) the base, with an empty delta.
+    def _install(self, new_base: DataFrame, backing: DataFrame | None = None) -> None:
+        """Make ``new_base`` (every row) the base, with an empty delta; free the replaced ones.
 
-        ``materialised``: ``new_base`` is a lazy projection of a checkpointed frame (a full
-        merge); otherwise it is checkpointed here. Every ``snapshot_every`` bases it goes
-        through Parquet instead. Blocks of earlier bases go when nothing references them.
+        ``backing``: the materialised checkpoint ``new_base`` is a lazy projection of (a full
+        merge); without it ``new_base`` is checkpointed here. Every ``snapshot_every`` bases it
+        goes through Parquet instead.
         """
         self._generation += 1
         if self.snapshot_every and self._generation % self.snapshot_every == 0:
@@ -200,9 +204,13 @@ class PartitionRegion:
             target = f"{self._workdir}/gen-{self._generation}"
             new_base.write.parquet(target)
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
-        elif not materialised:
+        elif backing is None:
             new_base = local_checkpoint(new_base)
+        retired = [*self._backing, self.delta]
         self.base, self.delta, self.delta_rows = new_base, None, 0
+        self._backing = [new_base] if backing is None else [backing]
+        for frame in retired:
+            release(frame)
 
     def _supersede(self, rows: DataFrame, count: int) -> None:
         """Put ``rows`` (at most ``count``, distinct keys, existing nodes) in place of their
@@ -215,7 +223,8 @@ class PartitionRegion:
             self._install(_superseded(self.base, delta))
             return
         target = rows.sparkSession.sparkContext.defaultParallelism
-        self.delta = local_checkpoint(delta.coalesce(target))
+        retired, self.delta = self.delta, local_checkpoint(delta.coalesce(target))
+        release(retired)
 
     def flush(self) -> None:
         """Merge single-op changes into the DataFrame; forget materialised rows."""
@@ -243,6 +252,9 @@ class PartitionRegion:
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
+        for frame in (*self._backing, self.delta, *self._merges):
+            release(frame)
+        self._backing, self._merges = [], []
         self.base, self.delta, self.delta_rows = None, None, 0
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
@@ -270,9 +282,13 @@ class PartitionRegion:
         Created rows get both nodes (zk version ``writes - 1``), updated rows zk version
         ``expected + writes``.
         A create fails with NODEEXISTS when the partition node exists and NONODE when the topic
-        znode does not (``known_topics``); an update fails with NONODE or BADVERSION.
+        znode does not (``known_topics``); an update fails with NONODE or BADVERSION. The
+        outcome's ``failed`` rows are valid until the next write.
         """
         self.flush()
+        for frame in self._merges:
+            release(frame)
+        self._merges = []
         spark = updates.sparkSession
         # zxid and time ride on the updates (their own small stage): compiled into the merge's
         # code, they would make it new at every write (compiled again, run JIT-cold).
@@ -287,6 +303,7 @@ class PartitionRegion:
         def merged(aligned: DataFrame) -> tuple[DataFrame, dict[tuple[str, str], int]]:
             # Checkpointed lazily: the summary's pass materialises it, once.
             m = local_checkpoint(merged_rows(aligned, topic_known), eager=False)
+            self._merges.append(m)
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
 
@@ -326,7 +343,8 @@ class PartitionRegion:
             done = sum(n for (_, o), n in counts.items() if o in WRITTEN)
             self._supersede(m.filter(written).select(*ROW_COLUMNS), done)
         else:
-            self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), True)
+            self._merges.remove(m)  # it backs the new base
+            self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), m)
         for (topic, result), n in counts.items():
             if result == "created":
                 self.counts[topic] = self.counts.get(topic, 0) + n

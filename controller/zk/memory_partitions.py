@@ -94,7 +94,7 @@ class PartitionRegion:
         self.broadcast_rows = broadcast_rows
         self._generation = 0
         self._workdir: str | None = None
-        self._backing: list[DataFrame] = []  # checkpoints behind ``base``
+        self._backing: DataFrame | None = None  # the checkpoint behind ``base``
         self._merges: list[DataFrame] = []  # the last write's merge results (behind ``failed``)
 
     # -- Region protocol -------------------------------------------------------------------
@@ -206,9 +206,9 @@ class PartitionRegion:
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
         elif backing is None:
             new_base = local_checkpoint(new_base)
-        retired = [*self._backing, self.delta]
+        retired = (self._backing, self.delta)
         self.base, self.delta, self.delta_rows = new_base, None, 0
-        self._backing = [new_base] if backing is None else [backing]
+        self._backing = new_base if backing is None else backing
         for frame in retired:
             release(frame)
 
@@ -252,9 +252,9 @@ class PartitionRegion:
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
-        for frame in (*self._backing, self.delta, *self._merges):
+        for frame in (self._backing, self.delta, *self._merges):
             release(frame)
-        self._backing, self._merges = [], []
+        self._backing, self._merges = None, []
         self.base, self.delta, self.delta_rows = None, None, 0
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)

@@ -290,13 +290,14 @@ class PartitionRegion:
             release(frame)
         self._merges = []
         spark = updates.sparkSession
-        # zxid and time ride on the updates (their own small stage): compiled into the merge's
-        # code, they would make it new at every write (compiled again, run JIT-cold).
+        # zxid and time join the updates as data (a one-row frame): literals would be folded
+        # into the merge's code, making it new at every write (compiled again, and the pass over
+        # the whole table run JIT-cold).
+        clock = local_frame(spark, [(zxid, now_ms)], "u_zxid bigint, u_now bigint")
         upd = updates.select(
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
             F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
-            F.lit(zxid).alias("u_zxid"), F.lit(now_ms).alias("u_now"),
-        )  # fmt: skip
+        ).crossJoin(clock)  # fmt: skip
         # Topic names never contain a comma (Kafka's legal characters): one folded literal array.
         topic_known = F.array_contains(F.split(F.lit(",".join(known_topics)), ","), F.col(TOPIC))
 
@@ -352,13 +353,15 @@ class PartitionRegion:
         return BulkOutcome(counts, failed, touched)
 
     def _named_by(self, upd: DataFrame) -> DataFrame:
-        """The table's rows that ``upd`` names, beside their updates: base and delta are each
-        joined with them first, so delta rows supersede only the matched base rows."""
+        """The table's rows that ``upd`` names, beside their updates: the delta's where it has
+        the key, else the base's. The updates drop the delta's keys before they meet the base,
+        so each base row is probed once."""
         assert self.base is not None
-        named = self.base.join(F.broadcast(upd), KEY)
         if self.delta is None:
-            return named
-        return _superseded(named, self.delta.join(F.broadcast(upd), KEY))
+            return self.base.join(F.broadcast(upd), KEY)
+        in_delta = self.delta.join(F.broadcast(upd), KEY)
+        in_base = upd.join(F.broadcast(in_delta.select(*KEY)), KEY, "left_anti")
+        return self.base.join(F.broadcast(in_base), KEY).unionByName(in_delta)
 
 
 def _superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:

@@ -65,6 +65,10 @@ def get_spark(
         "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         "spark.sql.codegen.hugeMethodLimit": "1000000",
+        # Compiled plans are cached by their source, 100 by default: fewer than the controller's
+        # events use between two of the same kind, so each event compiled its plans again (and
+        # ran them JIT-cold) although their source had not changed.
+        "spark.sql.codegen.cache.maxEntries": "2000",
         # Spark orders common subexpressions by hashes that include literal values, so a plan
         # testing membership in this event's brokers would generate new code at every event
         # and be compiled again (and run JIT-cold); the elections measure the same without it.

@@ -23,6 +23,18 @@ def literal_array(values: Sequence[int], element: str = "int") -> Column:
     return F.split(F.lit(text), ",").cast(f"array<{element}>")
 
 
+def runtime_int(value: int) -> Column:
+    """``value`` as an int Column of a partitions table, kept out of the generated code.
+
+    Spark compiles an int literal into the code, so a plan holding a value that changes now and
+    then (the controller epoch, at each failover) is compiled again and runs JIT-cold when it
+    does. An array literal is a reference instead; indexing it by a row's value that is always
+    0 (partition ids are never negative) keeps the optimizer from folding it back into a
+    constant, as it folds ``partition * 0``.
+    """
+    return F.get(literal_array([value]), F.least(F.col(s.PARTITION), F.lit(0)))
+
+
 def present(values: Sequence[Column]) -> Column:
     """The array of ``values`` without nulls and EMPTY_SLOT, in order.
 

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import ClusterView
+from statemachines.columns import runtime_int
 from statemachines.election import (
     SELECTED,
     ElectionStrategy,
@@ -229,7 +230,7 @@ def _transition(
         F.when(written, change.leader).otherwise(F.col(s.LEADER)).alias(s.LEADER),
         F.when(written, change.leader_epoch).otherwise(F.col(s.LEADER_EPOCH)).alias(s.LEADER_EPOCH),
         F.when(written, change.zk_version).otherwise(F.col(s.ZK_VERSION)).alias(s.ZK_VERSION),
-        F.when(written, F.lit(view.controller_epoch))
+        F.when(written, runtime_int(view.controller_epoch))
         .otherwise(F.col(s.CONTROLLER_EPOCH))
         .alias(s.CONTROLLER_EPOCH),
         F.when(written, F.lit(int(PartitionState.OnlinePartition)).cast("byte"))

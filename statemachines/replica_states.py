@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import compact, has_leadership, in_list
+from statemachines.columns import compact, has_leadership, in_list, runtime_int
 from statemachines.state_change_errors import ERRORS, appended, entry, existing
 from statemachines.state_change_errors import PARTITION as PARTITION_NAME
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
@@ -279,7 +279,7 @@ def _remove_from_isr(
     out[s.ZK_VERSION] = F.col(s.ZK_VERSION) + writes
     out[ISR_WRITES] = writes
     if controller_epoch is not None:
-        out[s.CONTROLLER_EPOCH] = F.when(touched, F.lit(controller_epoch)).otherwise(
+        out[s.CONTROLLER_EPOCH] = F.when(touched, runtime_int(controller_epoch)).otherwise(
             F.col(s.CONTROLLER_EPOCH)
         )
     return df, out

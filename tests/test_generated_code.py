@@ -42,9 +42,9 @@ def _cluster(spark: SparkSession) -> tuple[DataFrame, dict[str, int]]:
     return compact_frame(spark, parts)
 
 
-def _failure_plan(df: DataFrame, dead: int) -> DataFrame:
+def _failure_plan(df: DataFrame, dead: int, epoch: int = 1) -> DataFrame:
     live = BrokerSet.of(b for b in BROKERS if b != dead)
-    view = ClusterView(live, controller_epoch=1)
+    view = ClusterView(live, controller_epoch=epoch)
     return h.on_broker_failure(df, BrokerSet.of([dead]), view, F.lit(False), deleting=[])
 
 
@@ -56,6 +56,19 @@ def test_broker_failure_plans_share_their_code_whichever_broker_fails(
     assert codes[0]
     assert codes[1] == codes[0]
     assert codes[2] == codes[0]
+
+
+def test_broker_failure_plans_share_their_code_across_controller_epochs(
+    spark: SparkSession,
+) -> None:
+    # Every failover bumps the epoch that elections and ISR removals write.
+    df, _ = _cluster(spark)
+    plans = [_failure_plan(df, 3, epoch) for epoch in (1, 2)]
+    written = [p.where("leader_epoch > 0").select("controller_epoch").distinct() for p in plans]
+    assert [[r[0] for r in w.collect()] for w in written] == [[1], [2]]
+    codes = [generated_code(plan) for plan in plans]
+    assert codes[0]
+    assert codes[1] == codes[0]
 
 
 def _request_plans(diff: DataFrame, live: tuple[int, ...]) -> list[DataFrame]:

@@ -32,6 +32,7 @@ from statemachines.columns import (
     in_list,
     in_topics,
     mask_of,
+    runtime_int,
 )
 from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
 from statemachines.layout import widen
@@ -169,9 +170,9 @@ def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
         {
             s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + F.col("_bump").cast("int"),
             s.ZK_VERSION: F.col(s.ZK_VERSION) + F.col("_bump").cast("int"),
-            s.CONTROLLER_EPOCH: F.when(F.col("_bump"), F.lit(view.controller_epoch)).otherwise(
-                F.col(s.CONTROLLER_EPOCH)
-            ),
+            s.CONTROLLER_EPOCH: F.when(
+                F.col("_bump"), runtime_int(view.controller_epoch)
+            ).otherwise(F.col(s.CONTROLLER_EPOCH)),
         }
     )
 

@@ -3,8 +3,9 @@
 Spark caches compiled plans by their generated source; the JVM's compiled (JIT-warm) code lives
 with those classes. A per-event value that reaches the source (a lambda variable's fresh name, a
 long literal, a common subexpression ordered by a literal's hash) makes every event compile anew
-and run cold, which costs seconds at a million partitions. Each test builds one plan for two
-events that differ only in such values and compares the sources.
+and run cold, which costs seconds at a million partitions. Each test builds the plans of events
+that differ only in such values and compares their sources, or (the ZooKeeper write, whose plan
+is internal to the store) counts the classes a repeated write compiles.
 """
 
 from __future__ import annotations

@@ -10,15 +10,15 @@ the controller gauges (spec §16.1), and drops the previous generation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import local_checkpoint
-from controller.diff import CHANGE, CREATED, can_stamp, stale_rows, stamp_changes
+from controller.checkpoint import local_checkpoint, release
+from controller.diff import CHANGE, CREATED, can_stamp, stale_rows, stamp_changes, stamped_diff
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -31,6 +31,10 @@ from statemachines.replica_states import ReplicaState
 from statemachines.state_change_errors import ERRORS, error_count
 
 log = logging.getLogger(__name__)
+
+# Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
+# the committer reads (``ControllerContext.commit``).
+DiffTotals = Callable[[DataFrame], tuple[DataFrame, Sequence[Column]]]
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,9 @@ class ControllerContext:
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
         self.stamped = False  # the last commit's diff is a filter of it (``stamped_diff``)
+        # The last stamped commit's diff, materialised by its job, and its ``diff_totals``.
+        self.diff: DataFrame | None = None
+        self.diff_totals: Row | None = None
 
     @property
     def committed(self) -> DataFrame | None:
@@ -187,6 +194,7 @@ class ControllerContext:
         label: str = "",
         counters: Sequence[str] = (),
         kept: Sequence[str] = (),
+        diff_totals: DiffTotals | None = None,
     ) -> Gauges:
         """Swap in ``new_partitions`` (compact) as the next generation; one Spark action.
 
@@ -195,6 +203,10 @@ class ControllerContext:
         same pass. The counters stay in the cached frame; ``partitions`` projects them away.
         So do the rows' ``state_change_errors``, whose number is counted under that name, and
         the ``kept`` columns (per-row results the handler reads back off ``committed``).
+
+        ``diff_totals``: when the generation is ``stamped``, the same action also checkpoints its
+        diff and computes these aggregates over it, into ``diff`` and ``diff_totals`` (else
+        both are None and the caller diffs the generations itself).
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
@@ -223,7 +235,16 @@ class ControllerContext:
             bool(errors),
             bool(stamps),
         )
-        row = table.agg(*aggregates).first()
+        aggregated = table.agg(*aggregates)
+        diff = None
+        if stamps and diff_totals is not None:
+            # The diff is a filter of the new rows: materialised and totalled by the same job
+            # (a second action would plan and run a pass of its own). Dropped below when the
+            # generation turns out not stamped.
+            diff = local_checkpoint(stamped_diff(table), eager=False)
+            frame, totals = diff_totals(diff)
+            aggregated = aggregated.crossJoin(frame.agg(*totals))
+        row = aggregated.first()
         assert row is not None
         # The join-free diff holds when every row of the replaced generation is still here (no
         # row dropped) and every changed row knows its previous values.
@@ -235,6 +256,10 @@ class ControllerContext:
             and not row["_stale"]
         )
         self.rows = rows
+        if diff is not None and not self.stamped:
+            release(diff)
+            diff = None
+        self.diff, self.diff_totals = diff, row if diff is not None else None
         self._persisted = table
         self.partitions = table.select(*s.compact_columns(w))
         gauges = Gauges(

@@ -18,21 +18,21 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.broker_events import BrokerEvents
 from controller.checkpoint import local_checkpoint, release
 from controller.context import ControllerContext, Gauges, LiveBroker
-from controller.diff import generation_diff, stamped_diff, with_previous
+from controller.diff import generation_diff, with_previous
 from controller.election_events import ElectionEvents
 from controller.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
-from controller.requests import request_count
+from controller.requests import RequestCount, request_count
 from controller.state_change_error_lines import error_lines
 from controller.state_change_log import state_change_lines
 from controller.state_change_store import EventStateChangeLog
@@ -296,28 +296,33 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
         previous = self.ctx.committed
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
-        gauges = self.ctx.commit(table, label, counters, kept)
+        live, deleting = self.ctx.view().live_or_shutting_down.ids, self.ctx.deleting
+        counts: list[RequestCount] = []
+
+        def totals_of(diff: DataFrame) -> tuple[DataFrame, tuple[Column, ...]]:
+            """The ZooKeeper write's and the broker requests' totals over the event's diff."""
+            counts.append(request_count(diff, live, deleting))
+            return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
+
+        gauges = self.ctx.commit(table, label, counters, kept, totals_of)
         committed = self.ctx.committed
         assert committed is not None and self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
         lines: DataFrame | None = None
         diff: DataFrame | None = None
         if previous is not None:
-            # What the event changed, materialised by the first pass over it (the ZooKeeper write
-            # totals); writes, broker requests and the state-change log read that small frame.
-            changed = (
-                stamped_diff(committed)
-                if self.ctx.stamped
-                else generation_diff(previous, self.ctx.partitions)
-            )
-            diff = local_checkpoint(changed, eager=False)
+            # What the event changed: writes, broker requests and the state-change log read that
+            # small frame. A stamped commit materialised it and its totals; otherwise the two
+            # generations are joined, and the first pass over the diff totals it.
+            diff, totals = self.ctx.diff, self.ctx.diff_totals
+            if diff is None or totals is None:
+                diff = local_checkpoint(generation_diff(previous, self.ctx.partitions), False)
+                frame, aggregates = totals_of(diff)
+                totals = frame.agg(*aggregates).first()
+                assert totals is not None
             store = self.store if write_zk else None
-            view = self.ctx.view()
-            count = request_count(diff, view.live_or_shutting_down.ids, self.ctx.deleting)
-            totals = count.frame.agg(*write_totals(), *count.aggregates).first()
-            assert totals is not None
             written = write_changed_states(store, topics, diff, self.ctx.epoch_zk_version, totals)
-            requests = count.totals(totals)
+            requests = counts[-1].totals(totals)
             if self.state_change_log is not None:
                 lines = state_change_lines(diff, topics, self.broker_id, self.ctx.epoch)
         if self.state_change_log is not None:

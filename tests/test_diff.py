@@ -151,3 +151,30 @@ def test_commit_reads_the_diff_off_the_candidates_unless_rows_were_dropped(
     assert ctx.partitions is not None
     ctx.commit(ctx.partitions)  # no previous rows at all
     assert not ctx.stamped
+
+
+def test_a_stamped_commit_totals_its_diff_in_the_same_action(spark: SparkSession) -> None:
+    ctx = ControllerContext(spark)
+    ctx.add_topic("a", 3)
+
+    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
+        return diff, (F.count(F.lit(1)).alias("n"), F.sum(s.LEADER).alias("leaders"))
+
+    def rows(df: DataFrame) -> list[tuple]:
+        return sorted(tuple(r) for r in df.select(*diff_columns(3)).collect())
+
+    ctx.commit(compact_frame(spark, _parts())[0], diff_totals=totals)
+    assert ctx.diff is None and ctx.diff_totals is None  # nothing to diff against
+    previous = ctx.partitions
+    assert previous is not None
+    moved = F.when(F.col(s.PARTITION) == 1, 3).otherwise(F.col(s.LEADER))
+    ctx.commit(
+        with_previous(previous, ctx.generation).withColumn(s.LEADER, moved), "", (), (), totals
+    )
+    assert ctx.stamped and ctx.diff is not None and ctx.diff_totals is not None
+    assert ctx.partitions is not None
+    assert rows(ctx.diff) == rows(generation_diff(previous, ctx.partitions))
+    assert (ctx.diff_totals["n"], ctx.diff_totals["leaders"]) == (1, 3)
+    dropped = with_previous(ctx.partitions, ctx.generation).where(F.col(s.PARTITION) != 0)
+    ctx.commit(dropped, diff_totals=totals)
+    assert not ctx.stamped and ctx.diff is None and ctx.diff_totals is None

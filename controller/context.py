@@ -2,9 +2,10 @@
 
 Everything that grows with partitions lives in the generation (a persisted compact DataFrame, see
 ``statemachines.schemas``); the driver keeps only brokers, topics and in-flight admin work.
-````commit`` is the one place a generation is swapped: it checkpoints the new table locally (which
+``commit`` is the one place a generation is swapped: it checkpoints the new table locally (which
 persists it and cuts its lineage), runs ONE Spark action that both materialises it and computes
-the controller gauges (spec §16.1), and drops the previous generation.
+the controller gauges (spec §16.1) and, for its caller, the event's diff with its totals, and
+drops the previous generation.
 """
 
 from __future__ import annotations

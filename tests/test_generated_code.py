@@ -120,6 +120,10 @@ def test_zookeeper_writes_compile_nothing_new_across_zxids(spark: SparkSession) 
 
     write(0)  # creates the rows: the base
     write(1)  # a small write: the first delta
-    write(2)  # the same shapes of plan from here on
-    assert write(3) == 0
+    write(2)  # the first merge with a delta: the same shapes of plan from here on
+    # With adaptive execution, a plan's whole-stage codegen ids follow the order in which its
+    # query stages were planned, which can differ between two runs: the second numbering is
+    # compiled once, at whichever write first meets it. A zxid in the code compiles every write.
+    compiled_at = [v for v in range(3, 9) if write(v)]
+    assert len(compiled_at) <= 1, compiled_at
     store.close()

@@ -6,6 +6,8 @@ table has no row); ``merged_rows`` then decides each outcome and the new node co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -14,9 +16,10 @@ from statemachines.local_rows import local_frame
 from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 
 
-def merged_rows(m: DataFrame, topic_known: Column) -> DataFrame:
+def merged_rows(m: DataFrame, topic_known: Column, carry: Sequence[str] = ()) -> DataFrame:
     """Aligned rows (base columns, ``u_*`` update columns) after the write: new node
-    columns, ``outcome`` (created/updated/error code; null where nothing was asked)."""
+    columns, ``outcome`` (created/updated/error code; null where nothing was asked), and the
+    ``carry`` columns as they were."""
     exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
     error = (
         F.when(expected.isNull(), F.lit(None))
@@ -53,7 +56,7 @@ def merged_rows(m: DataFrame, topic_known: Column) -> DataFrame:
     outcome = F.when(created, "created").when(written, "updated").otherwise(F.col("error"))
     return m.select(
         TOPIC, PARTITION, *[v.alias(k) for k, v in cols.items()], outcome.alias("outcome"),
-        *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error",
+        *[F.col(f"u_{c}") for c in STATE_COLUMNS], "u_expected", "error", *carry,
     )  # fmt: skip
 
 

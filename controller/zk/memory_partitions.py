@@ -10,12 +10,12 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``). A
   write of a few rows (up to ``broadcast_rows``) is broadcast over the ``base`` and the ``delta``
-  (rows written since; a delta row supersedes the base row of its key), and only the rows it
-  names are merged, into the delta: rewriting the whole table for each event's handful of
-  changed states would write every row. The delta folds into the base once it outgrows a
-  quarter of the table (and ``DELTA_MIN_ROWS``) or ``broadcast_rows`` (its keys are
-  broadcast), and at every larger write (a full outer join). Single-op changes reach the delta
-  the same way when they delete no node. Base and delta are checkpointed locally, so every plan
+  (rows written since; a delta row supersedes the base row of its key), and only the base rows
+  it names are merged, with the delta's, whose merge is the next delta (one pass): rewriting
+  the whole table for each event's handful of changed states would write every row. The delta
+  folds into the base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or
+  ``broadcast_rows`` (its keys are broadcast), and at every larger write (a full outer join).
+  Single-op changes reach the delta by a pass of their own when they delete no node. Base and delta are checkpointed locally, so every plan
   starts from materialised rows (a plan that grew with every write would make each write slower
   and, at a few dozen writes, exhaust the driver planning it); optionally every
   ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and read
@@ -59,6 +59,7 @@ _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
 WRITTEN = ("created", "updated")  # bulk-write outcomes that changed a row
+FROM_DELTA = "_from_delta"  # an aligned row of the delta (else of the base, or none)
 
 
 def parse(path: str) -> tuple[Key, bool] | None:
@@ -86,6 +87,7 @@ class PartitionRegion:
         # Rows written since ``base`` was installed; ``delta_rows`` bounds their count from above.
         self.delta: DataFrame | None = None
         self.delta_rows = 0
+        self._delta_backing: list[DataFrame] = []  # the checkpoints ``delta`` reads
         self.overlay: dict[Key, Entry] = {}
         self.dirty: set[Key] = set()
         self.counts: dict[str, int] = {}
@@ -206,9 +208,10 @@ class PartitionRegion:
             new_base = new_base.sparkSession.read.schema(INTERNAL_SCHEMA).parquet(target)
         elif backing is None:
             new_base = local_checkpoint(new_base)
-        retired = (self._backing, self.delta)
+        retired = (self._backing, *self._delta_backing)
         self.base, self.delta, self.delta_rows = new_base, None, 0
         self._backing = new_base if backing is None else backing
+        self._delta_backing = []
         for frame in retired:
             release(frame)
 
@@ -216,15 +219,26 @@ class PartitionRegion:
         """Put ``rows`` (at most ``count``, distinct keys, existing nodes) in place of their
         keys' rows: into the delta, or — once the delta outgrows its bound — a new base."""
         delta = rows if self.delta is None else _superseded(self.delta, rows)
+        if not self._fold(delta, count):
+            target = rows.sparkSession.sparkContext.defaultParallelism
+            checkpointed = local_checkpoint(delta.coalesce(target))
+            self._replace_delta(checkpointed, [checkpointed])
+
+    def _fold(self, delta: DataFrame, count: int) -> bool:
+        """Account ``count`` more delta rows; past the bound, install the base superseded by
+        ``delta`` (the next delta) and say so."""
         self.delta_rows += count
         total = sum(self.counts.values())
-        if self.delta_rows > min(self.broadcast_rows, max(total // 4, DELTA_MIN_ROWS)):
-            assert self.base is not None
-            self._install(_superseded(self.base, delta))
-            return
-        target = rows.sparkSession.sparkContext.defaultParallelism
-        retired, self.delta = self.delta, local_checkpoint(delta.coalesce(target))
-        release(retired)
+        if self.delta_rows <= min(self.broadcast_rows, max(total // 4, DELTA_MIN_ROWS)):
+            return False
+        assert self.base is not None
+        self._install(_superseded(self.base, delta))
+        return True
+
+    def _replace_delta(self, delta: DataFrame, backing: list[DataFrame]) -> None:
+        retired, self.delta, self._delta_backing = self._delta_backing, delta, backing
+        for frame in retired:
+            release(frame)
 
     def flush(self) -> None:
         """Merge single-op changes into the DataFrame; forget materialised rows."""
@@ -252,9 +266,9 @@ class PartitionRegion:
         self.malformed = {k for k in self.malformed if k[0] != topic}
 
     def close(self) -> None:
-        for frame in (self._backing, self.delta, *self._merges):
+        for frame in (self._backing, *self._delta_backing, *self._merges):
             release(frame)
-        self._backing, self._merges = None, []
+        self._backing, self._delta_backing, self._merges = None, [], []
         self.base, self.delta, self.delta_rows = None, None, 0
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
@@ -301,9 +315,11 @@ class PartitionRegion:
         # Topic names never contain a comma (Kafka's legal characters): one folded literal array.
         topic_known = F.array_contains(F.split(F.lit(",".join(known_topics)), ","), F.col(TOPIC))
 
-        def merged(aligned: DataFrame) -> tuple[DataFrame, dict[tuple[str, str], int]]:
+        def merged(
+            aligned: DataFrame, carry: tuple[str, ...] = ()
+        ) -> tuple[DataFrame, dict[tuple[str, str], int]]:
             # Checkpointed lazily: the summary's pass materialises it, once.
-            m = local_checkpoint(merged_rows(aligned, topic_known), eager=False)
+            m = local_checkpoint(merged_rows(aligned, topic_known, carry), eager=False)
             self._merges.append(m)
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
@@ -318,12 +334,15 @@ class PartitionRegion:
             m, counts = merged(table.join(upd, KEY, "full_outer"))
         else:
             # The usual controller write: the updates are broadcast over the table, and only
-            # the rows they name are merged. Updates without a row (creates; NONODE) are merged
-            # apart, only when the first pass did not account for every update.
-            m, counts = merged(self._named_by(upd))
+            # the base rows they name are merged, with the delta's rows: the result holds the
+            # next delta. Updates without a row (creates; NONODE) are merged apart, only when
+            # the first pass did not account for every update.
+            m, counts = merged(self._aligned(upd), (FROM_DELTA,))
             if sum(counts.values()) < n_updates:
-                missing = upd.join(F.broadcast(m.select(*KEY)), KEY, "left_anti")
-                extra, more = merged(without_base(missing).coalesce(1))
+                named = m.filter(F.col("u_expected").isNotNull()).select(*KEY)
+                missing = upd.join(F.broadcast(named), KEY, "left_anti")
+                unaligned = without_base(missing).withColumn(FROM_DELTA, F.lit(False))
+                extra, more = merged(unaligned.coalesce(1), (FROM_DELTA,))
                 m = m.unionByName(extra)
                 counts = {k: counts.get(k, 0) + more.get(k, 0) for k in counts.keys() | more}
         failed = failed_rows(m, any(o not in WRITTEN for _, o in counts))
@@ -341,8 +360,14 @@ class PartitionRegion:
             ]
         # The merge result stays cached and backs the new rows (one pass per write).
         if small:
-            done = sum(n for (_, o), n in counts.items() if o in WRITTEN)
-            self._supersede(m.filter(written).select(*ROW_COLUMNS), done)
+            # The next delta: the delta's rows and the written ones (a base row whose update
+            # failed stays where it is).
+            kept = F.col("p_czxid").isNotNull() & (F.col(FROM_DELTA) | written)
+            target = spark.sparkContext.defaultParallelism
+            delta = m.filter(kept).select(*ROW_COLUMNS).coalesce(target)
+            if not self._fold(delta, sum(n for (_, o), n in counts.items() if o in WRITTEN)):
+                self._replace_delta(delta, self._merges)  # they back the delta now
+                self._merges = []
         else:
             self._merges.remove(m)  # it backs the new base
             self._install(m.filter(F.col("p_czxid").isNotNull()).select(*ROW_COLUMNS), m)
@@ -352,16 +377,19 @@ class PartitionRegion:
         self.malformed -= {(t, p) for t, p, _ in touched}
         return BulkOutcome(counts, failed, touched)
 
-    def _named_by(self, upd: DataFrame) -> DataFrame:
-        """The table's rows that ``upd`` names, beside their updates: the delta's where it has
-        the key, else the base's. The updates drop the delta's keys before they meet the base,
-        so each base row is probed once."""
+    def _aligned(self, upd: DataFrame) -> DataFrame:
+        """Every delta row, beside its update where ``upd`` names it, and the base rows that
+        ``upd`` names outside the delta, beside theirs; ``FROM_DELTA`` tells them apart. The
+        updates drop the delta's keys before they meet the base, so each base row is probed
+        once."""
         assert self.base is not None
         if self.delta is None:
-            return self.base.join(F.broadcast(upd), KEY)
-        in_delta = self.delta.join(F.broadcast(upd), KEY)
-        in_base = upd.join(F.broadcast(in_delta.select(*KEY)), KEY, "left_anti")
-        return self.base.join(F.broadcast(in_base), KEY).unionByName(in_delta)
+            return self.base.join(F.broadcast(upd), KEY).withColumn(FROM_DELTA, F.lit(False))
+        matched = self.delta.join(F.broadcast(upd), KEY).select(*KEY)
+        named = upd.join(F.broadcast(matched), KEY, "left_anti")
+        in_base = self.base.join(F.broadcast(named), KEY).withColumn(FROM_DELTA, F.lit(False))
+        in_delta = self.delta.join(F.broadcast(upd), KEY, "left")
+        return in_base.unionByName(in_delta.withColumn(FROM_DELTA, F.lit(True)))
 
 
 def _superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:

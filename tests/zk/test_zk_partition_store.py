@@ -297,7 +297,8 @@ def test_small_writes_supersede_rows_through_a_delta_until_it_outgrows_its_bound
 
 def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
     # Spark's cleaner would free them only after some JVM GC: at 1e6 every replaced base held
-    # 350 MB. What stays cached is the base, the delta and the last write's merge results.
+    # 350 MB. What stays cached is the base and the last write's merge result, which holds the
+    # delta (a small write rewrites the delta in its merge, not in a pass of its own).
     def cached() -> set[int]:
         return {int(i.id()) for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
 
@@ -310,7 +311,7 @@ def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
     for version in range(4):  # small writes: three deltas, then a fold into a new base
         small = _states(spark, 100, 10, version=version)
         assert writer.write_states(small, epoch_version).count() == 0
-        assert len(cached() - before) <= 3
+        assert len(cached() - before) <= 2
     whole = _states(spark, 1000, 10, version=4).where(F.col(PARTITION) < 10)
     whole = whole.unionByName(_states(spark, 1000, 10, version=0).where(F.col(PARTITION) >= 10))
     assert writer.write_states(whole, epoch_version).count() == 0  # 1,000 rows: a full merge

@@ -15,13 +15,14 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   the whole table for each event's handful of changed states would write every row. The delta
   folds into the base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or
   ``broadcast_rows`` (its keys are broadcast), and at every larger write (a full outer join).
-  Single-op changes reach the delta by a pass of their own when they delete no node. Base and delta are checkpointed locally, so every plan
-  starts from materialised rows (a plan that grew with every write would make each write slower
-  and, at a few dozen writes, exhaust the driver planning it); optionally every
-  ``snapshot_every`` new bases the table is also written to Parquet under a temp dir and read
-  back. A replaced base or delta is freed at once (Spark's cleaner would free it only after some
-  JVM GC, and kept 350 MB bases of a 1e6 table): a frame read from the table is valid until the
-  next write, which is when its readers (a context load, a read-modify-write) are done with it.
+  Single-op changes reach the delta by a pass of their own when they delete no node. Base and
+  delta are checkpointed locally, so every plan starts from materialised rows (a plan that grew
+  with every write would make each write slower and, at a few dozen writes, exhaust the driver
+  planning it); optionally every ``snapshot_every`` new bases the table is also written to
+  Parquet under a temp dir and read back. A replaced base or delta is freed at once (Spark's
+  cleaner would free it only after some JVM GC, and kept 350 MB bases of a 1e6 table): a frame
+  read from the table is valid until the next write, which is when its readers (a context
+  load, a read-modify-write) are done with it.
 * Only ``state`` may live under a partition node, and partition znodes cannot be ephemeral or
   sequential (Kafka never does either).
 """

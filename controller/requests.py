@@ -160,6 +160,7 @@ class _BatchPlan:
     """The Columns of ``request_batches`` for one (width, brokers, deleting topics)."""
 
     staged: dict[str, Column]
+    recipients: dict[str, Column]  # staged after ``staged``: who each slot's request goes to
     sent: Column
     counts: tuple[Column, ...]
     batches: Column
@@ -167,6 +168,8 @@ class _BatchPlan:
 
 
 _LIVE = "_live"  # the live-or-shutting-down brokers' words (``BrokerSet.words``), per event
+# Recipients are counted as bits of 64-bit words when the live ids span at most this many words.
+_RECIPIENT_WORDS = 16
 
 
 def _plan_for(
@@ -176,17 +179,23 @@ def _plan_for(
     column, so one plan serves every event of a width and deleting topics."""
     deleting = tuple(sorted(set(deleting_topics)))
     if not live.in_word_range:
-        plan = _batch_plan(w, live, deleting)
+        plan = _batch_plan(w, live, deleting, None)
         return plan, plan.staged
-    plan = _batch_plan(w, None, deleting)
+    lo, hi = min(live.ids) // 64, max(live.ids) // 64
+    words = range(lo, hi + 1) if hi - lo < _RECIPIENT_WORDS else None
+    plan = _batch_plan(w, None, deleting, words)
     return plan, {**plan.staged, _LIVE: live.words()}
 
 
 @lru_cache(maxsize=16)
-def _batch_plan(w: int, live: BrokerSet | None, deleting_topics: tuple[int, ...]) -> _BatchPlan:
+def _batch_plan(
+    w: int, live: BrokerSet | None, deleting_topics: tuple[int, ...], words: range | None
+) -> _BatchPlan:
     """Built once per key and reused: an event's plan is otherwise thousands of JVM calls.
 
-    ``live``: the brokers, or None to read them off the staged ``_LIVE`` column."""
+    ``live``: the brokers, or None to read them off the staged ``_LIVE`` column. ``words``:
+    the indices of the 64-bit words that hold every live id, to count distinct recipients in
+    (None: collect them as a set)."""
     has = _leadership(F.col(s.ZK_VERSION))
     had = _leadership(F.col(prev(s.ZK_VERSION)))
     p_before, p_after = partition_codes()
@@ -256,17 +265,37 @@ def _batch_plan(w: int, live: BrokerSet | None, deleting_topics: tuple[int, ...]
             ),
         )
 
-    def recipients_of(flags: list[Column]) -> Column:
-        """How many brokers a flagged slot names, over the rows aggregated."""
-        named = present([F.when(f, e[SLOT_BROKER]) for f, e in zip(flags, slots, strict=True)])
-        return F.size(F.array_distinct(F.flatten(F.collect_set(named))))
+    # Each slot's recipient (null if none), staged once: every word's aggregate reads it.
+    recipients = {
+        f"_{kind}_to_{k}": F.when(f, e[SLOT_BROKER])
+        for kind, flags in (("lair", lair), ("stop", stop))
+        for k, (f, e) in enumerate(zip(flags, slots, strict=True))
+    }
+
+    def recipients_of(kind: str) -> Column:
+        """How many brokers the slots' requests of ``kind`` go to, over the rows aggregated."""
+        to = [F.col(f"_{kind}_to_{k}") for k in range(len(slots))]
+        if words is None:
+            return F.size(F.array_distinct(F.flatten(F.collect_set(present(to)))))
+        # One bit per broker, OR-ed over the rows: a plain aggregate in generated code, where
+        # a set of ids is an object aggregate that Spark evaluates row by row, interpreted.
+        per_word = [
+            F.bit_count(F.bit_or(reduce(Column.bitwiseOR, [_bit_in_word(b, j) for b in to])))
+            for j in words
+        ]
+        return F.coalesce(reduce(lambda a, c: a + c, per_word), F.lit(0))  # 0 without rows
+
+    def sent_to(kind: str) -> Column:
+        return count_of([F.col(f"_{kind}_to_{k}").isNotNull() for k in range(len(slots))])
 
     totals = (
-        F.sum(count_of(lair)).alias("_rq_lair"),
-        recipients_of(lair).alias("_rq_lair_brokers"),
-        F.sum(count_of(stop)).alias("_rq_stop"),
-        recipients_of(stop).alias("_rq_stop_brokers"),
-        F.sum(count_of([a & b for a, b in zip(stop, delete, strict=True)])).alias("_rq_deletes"),
+        F.sum(sent_to("lair")).alias("_rq_lair"),
+        recipients_of("lair").alias("_rq_lair_brokers"),
+        F.sum(sent_to("stop")).alias("_rq_stop"),
+        recipients_of("stop").alias("_rq_stop_brokers"),
+        F.sum(
+            count_of([F.col(f"_stop_to_{k}").isNotNull() & d for k, d in enumerate(delete)])
+        ).alias("_rq_deletes"),
         F.count_if(metadata).alias("_rq_metadata"),
     )
 
@@ -311,7 +340,14 @@ def _batch_plan(w: int, live: BrokerSet | None, deleting_topics: tuple[int, ...]
     )
     to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
     batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
-    return _BatchPlan(staged, sent, counts, batches, totals)
+    return _BatchPlan(staged, recipients, sent, counts, batches, totals)
+
+
+def _bit_in_word(broker: Column, word: int) -> Column:
+    """Bit ``broker mod 64`` where ``broker`` falls in 64-bit word ``word``; else (and for null)
+    0. The shift amount is per row, so it needs the SQL function (the Python one takes an int)."""
+    bit = F.call_function("shiftleft", F.lit(1).cast("long"), broker.bitwiseAND(F.lit(63)))
+    return F.when(F.shiftright(broker, 6) == word, bit).otherwise(F.lit(0).cast("long"))
 
 
 def _no_requests() -> dict[str, int]:
@@ -355,7 +391,8 @@ def request_count(
     if not live.ids:
         return RequestCount(diff, (), 0)
     plan, staged = _plan_for(w, live, deleting_topics)
-    return RequestCount(with_replica_slots(diff, w).withColumns(staged), plan.totals, len(live.ids))
+    frame = with_replica_slots(diff, w).withColumns(staged).withColumns(plan.recipients)
+    return RequestCount(frame, plan.totals, len(live.ids))
 
 
 def request_totals(batches: DataFrame) -> dict[str, int]:

@@ -75,9 +75,16 @@ def three_partitions() -> list[Partition]:
 
 def broker_failure(spark: SparkSession) -> Event:
     """Broker 1 dies (§8.2): a-0 is elected offline (leader 2), then 1's replicas go Offline."""
-    before, topics = compact_frame(spark, three_partitions())
-    view = ClusterView(BrokerSet.of([2, 3]), controller_epoch=1)
-    led_by_dead = F.col(s.LEADER) == 1
+    return failure_of(spark, three_partitions(), 1, [2, 3])
+
+
+def failure_of(
+    spark: SparkSession, partitions: list[Partition], dead: int, live: list[int]
+) -> Event:
+    """Broker ``dead`` dies (§8.2): what it led is elected offline, then its replicas go Offline."""
+    before, topics = compact_frame(spark, partitions)
+    view = ClusterView(BrokerSet.of(live), controller_epoch=1)
+    led_by_dead = F.col(s.LEADER) == dead
     offline = partition_states.handle_state_changes(
         before, led_by_dead, PartitionState.OfflinePartition
     ).partitions
@@ -89,9 +96,9 @@ def broker_failure(spark: SparkSession) -> Event:
         OfflinePartitionLeaderElectionStrategy(),
     ).partitions
     after = replica_states.handle_state_changes(
-        elected, BrokerSet.of([1]), _R.OfflineReplica
+        elected, BrokerSet.of([dead]), _R.OfflineReplica
     ).partitions
-    return event_of(spark, before, after, topics, [2, 3])
+    return event_of(spark, before, after, topics, live)
 
 
 def controlled_shutdown(spark: SparkSession) -> Event:
@@ -359,3 +366,28 @@ def test_one_request_plan_serves_every_live_set(spark: SparkSession) -> None:
     assert row is not None
     assert beyond.totals(row) == request_totals(request_batches(event.diff, far, event.deleting))
     assert beyond.totals(row)[UPDATE_METADATA] == 4
+
+
+@pytest.mark.parametrize(
+    "brokers",
+    [(1, 70, 200, 130), (1, 70, 2000, 130)],
+    ids=["ids in four 64-bit words", "ids spread over more words than are counted as bits"],
+)
+def test_request_count_counts_each_recipient_once_wherever_its_id_falls(
+    spark: SparkSession, brokers: tuple[int, int, int, int]
+) -> None:
+    # Recipients are counted as bits of 64-bit words (or as a set when the ids spread wide): a
+    # broker reached by several partitions counts once, brokers in other words each once.
+    dead, *live = brokers
+    partitions = [
+        Partition("a", i, reps, reps, leader=reps[0], controller_epoch=1)
+        for i, reps in enumerate([(dead, 70, 200), (dead, 130, live[1]), (70, dead, 130)])
+    ]
+    event = failure_of(spark, partitions, dead, live)
+    count = request_count(event.diff, live)
+    row = count.frame.agg(*count.aggregates).first()
+    assert row is not None
+    expected = request_totals(request_batches(event.diff, live))
+    assert count.totals(row) == expected
+    assert expected[LEADER_AND_ISR] == 3  # every survivor, once
+    assert expected[STOP_REPLICA] == 0  # the dead broker is not reachable

@@ -176,7 +176,8 @@ def _plan_for(
     w: int, live: BrokerSet, deleting_topics: Sequence[int]
 ) -> tuple[_BatchPlan, dict[str, Column]]:
     """The plan for the event, and the columns to stage before it: the brokers enter as a
-    column, so one plan serves every event of a width and deleting topics."""
+    column, so one plan serves every event of a width, deleting topics and span of live ids
+    (in 64-bit words)."""
     deleting = tuple(sorted(set(deleting_topics)))
     if not live.in_word_range:
         plan = _batch_plan(w, live, deleting, None)

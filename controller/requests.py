@@ -66,7 +66,7 @@ from controller.transitions import (
     with_replica_slots,
 )
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet, in_words
+from statemachines.brokers import BrokerSet, distinct_brokers, in_words
 from statemachines.columns import any_of, count_of, in_topics, literal_array, present
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
@@ -278,13 +278,7 @@ def _batch_plan(
         to = [F.col(f"_{kind}_to_{k}") for k in range(len(slots))]
         if words is None:
             return F.size(F.array_distinct(F.flatten(F.collect_set(present(to)))))
-        # One bit per broker, OR-ed over the rows: a plain aggregate in generated code, where
-        # a set of ids is an object aggregate that Spark evaluates row by row, interpreted.
-        per_word = [
-            F.bit_count(F.bit_or(reduce(Column.bitwiseOR, [_bit_in_word(b, j) for b in to])))
-            for j in words
-        ]
-        return F.coalesce(reduce(lambda a, c: a + c, per_word), F.lit(0))  # 0 without rows
+        return distinct_brokers(to, words)
 
     def sent_to(kind: str) -> Column:
         return count_of([F.col(f"_{kind}_to_{k}").isNotNull() for k in range(len(slots))])
@@ -342,13 +336,6 @@ def _batch_plan(
     to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
     batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
     return _BatchPlan(staged, recipients, sent, counts, batches, totals)
-
-
-def _bit_in_word(broker: Column, word: int) -> Column:
-    """Bit ``broker mod 64`` where ``broker`` falls in 64-bit word ``word``; else (and for null)
-    0. The shift amount is per row, so it needs the SQL function (the Python one takes an int)."""
-    bit = F.call_function("shiftleft", F.lit(1).cast("long"), broker.bitwiseAND(F.lit(63)))
-    return F.when(F.shiftright(broker, 6) == word, bit).otherwise(F.lit(0).cast("long"))
 
 
 def _no_requests() -> dict[str, int]:

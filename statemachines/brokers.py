@@ -1,4 +1,5 @@
-"""Broker sets as Column predicates, and the cluster view the elections read.
+"""Broker sets as Column predicates, a distinct count of broker ids, and the cluster view the
+elections read.
 
 The controller knows its brokers on the driver (there are few); partitions are many. A
 ``BrokerSet`` turns "is broker b in this set" into an O(1) bit test in a literal array of 64-bit
@@ -10,8 +11,9 @@ only ids beyond the word range.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -84,6 +86,26 @@ def in_words(words: Column, broker: Column) -> Column:
     # shiftright with a per-row amount needs the SQL function (the Python one takes an int).
     bit = F.call_function("shiftright", word, F.pmod(broker, F.lit(64))).bitwiseAND(F.lit(1))
     return F.coalesce((broker >= 0) & (bit == 1), F.lit(False))
+
+
+def distinct_brokers(brokers: Sequence[Column], words: range) -> Column:
+    """An aggregate: how many distinct ids ``brokers`` (nulls ignored) hold over the rows, for
+    ids in the 64-bit ``words`` of ``BrokerSet.words``' layout (others are not counted).
+
+    One bit per broker is OR-ed into each word, a plain aggregate that Spark runs in generated
+    code; a set of ids (``collect_set``) is an object aggregate, evaluated row by row."""
+    per_word = [
+        F.bit_count(F.bit_or(reduce(Column.bitwiseOR, [_bit_in_word(b, j) for b in brokers])))
+        for j in words
+    ]
+    return F.coalesce(reduce(lambda a, c: a + c, per_word), F.lit(0))  # 0 without rows
+
+
+def _bit_in_word(broker: Column, word: int) -> Column:
+    """Bit ``broker mod 64`` where ``broker`` falls in word ``word``; else (and for null) 0."""
+    # A per-row shift amount needs the SQL function (the Python one takes an int).
+    bit = F.call_function("shiftleft", F.lit(1).cast("long"), broker.bitwiseAND(F.lit(63)))
+    return F.when(F.shiftright(broker, 6) == word, bit).otherwise(F.lit(0).cast("long"))
 
 
 @dataclass(frozen=True)

@@ -371,7 +371,7 @@ def test_one_request_plan_serves_every_live_set(spark: SparkSession) -> None:
 @pytest.mark.parametrize(
     "brokers",
     [(1, 70, 200, 130), (1, 70, 2000, 130)],
-    ids=["ids in four 64-bit words", "ids spread over more words than are counted as bits"],
+    ids=["live ids in three 64-bit words", "ids spread over more words than are counted as bits"],
 )
 def test_request_count_counts_each_recipient_once_wherever_its_id_falls(
     spark: SparkSession, brokers: tuple[int, int, int, int]

@@ -386,10 +386,10 @@ class PartitionRegion:
         assert self.base is not None
         if self.delta is None:
             return self.base.join(F.broadcast(upd), KEY).withColumn(FROM_DELTA, F.lit(False))
-        matched = self.delta.join(F.broadcast(upd), KEY).select(*KEY)
+        in_delta = self.delta.join(F.broadcast(upd), KEY, "left")
+        matched = in_delta.filter(F.col("u_expected").isNotNull()).select(*KEY)
         named = upd.join(F.broadcast(matched), KEY, "left_anti")
         in_base = self.base.join(F.broadcast(named), KEY).withColumn(FROM_DELTA, F.lit(False))
-        in_delta = self.delta.join(F.broadcast(upd), KEY, "left")
         return in_base.unionByName(in_delta.withColumn(FROM_DELTA, F.lit(True)))
 
 

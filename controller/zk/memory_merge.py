@@ -16,11 +16,12 @@ from statemachines.local_rows import local_frame
 from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 
 
-def merged_rows(m: DataFrame, topic_known: Column, carry: Sequence[str] = ()) -> DataFrame:
-    """Aligned rows (base columns, ``u_*`` update columns) after the write: new node
-    columns, ``outcome`` (created/updated/error code; null where nothing was asked), and the
-    ``carry`` columns as they were."""
+def merged_rows(m: DataFrame, carry: Sequence[str] = ()) -> DataFrame:
+    """Aligned rows (base columns, ``u_*`` update columns, ``u_topic_known`` true where the
+    topic znode exists) after the write: new node columns, ``outcome`` (created/updated/error
+    code; null where nothing was asked), and the ``carry`` columns as they were."""
     exists, expected = F.col("p_czxid").isNotNull(), F.col("u_expected")
+    topic_known = F.coalesce(F.col("u_topic_known"), F.lit(False))
     error = (
         F.when(expected.isNull(), F.lit(None))
         .when(expected == -1, F.when(exists, "NODEEXISTS").when(~topic_known, "NONODE"))

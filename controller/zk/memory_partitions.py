@@ -99,6 +99,7 @@ class PartitionRegion:
         self._workdir: str | None = None
         self._backing: DataFrame | None = None  # the checkpoint behind ``base``
         self._merges: list[DataFrame] = []  # the last write's merge results (behind ``failed``)
+        self._known: tuple[tuple[str, ...], DataFrame] | None = None  # see ``_known_topics``
 
     # -- Region protocol -------------------------------------------------------------------
     def owns(self, path: str) -> bool:
@@ -313,14 +314,15 @@ class PartitionRegion:
             TOPIC, PARTITION, *[F.col(c).alias(f"u_{c}") for c in STATE_COLUMNS],
             F.col(ZK_VERSION).alias("u_expected"), F.col("writes").alias("u_writes"),
         ).crossJoin(clock)  # fmt: skip
-        # Topic names never contain a comma (Kafka's legal characters): one folded literal array.
-        topic_known = F.array_contains(F.split(F.lit(",".join(known_topics)), ","), F.col(TOPIC))
+        # Whether the topic znode exists joins as data too: a literal list searched per row
+        # would cost each create the length of the list (bootstrap: rows x topics).
+        upd = upd.join(F.broadcast(self._known_topics(spark, known_topics)), TOPIC, "left")
 
         def merged(
             aligned: DataFrame, carry: tuple[str, ...] = ()
         ) -> tuple[DataFrame, dict[tuple[str, str], int]]:
             # Checkpointed lazily: the summary's pass materialises it, once.
-            m = local_checkpoint(merged_rows(aligned, topic_known, carry), eager=False)
+            m = local_checkpoint(merged_rows(aligned, carry), eager=False)
             self._merges.append(m)
             summary = m.filter(F.col("outcome").isNotNull()).groupBy(TOPIC, "outcome").count()
             return m, {(r[0], r[1]): r[2] for r in summary.collect()}
@@ -377,6 +379,14 @@ class PartitionRegion:
                 self.counts[topic] = self.counts.get(topic, 0) + n
         self.malformed -= {(t, p) for t, p, _ in touched}
         return BulkOutcome(counts, failed, touched)
+
+    def _known_topics(self, spark: SparkSession, names: list[str]) -> DataFrame:
+        """(topic, ``u_topic_known``) of ``names``, rebuilt only when the topics change."""
+        key = tuple(names)
+        if self._known is None or self._known[0] != key:
+            rows = [(t, True) for t in key]
+            self._known = key, local_frame(spark, rows, "topic string, u_topic_known boolean")
+        return self._known[1]
 
     def _aligned(self, upd: DataFrame) -> DataFrame:
         """Every delta row, beside its update where ``upd`` names it, and the base rows that

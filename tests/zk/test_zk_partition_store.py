@@ -128,6 +128,23 @@ def test_create_update_errors_per_row(zk, spark) -> None:
     assert client.exists("/brokers/topics/nope") is None
 
 
+def test_a_topic_created_between_writes_takes_creates_at_the_next(zk, spark) -> None:
+    client, epoch_version = _cluster(zk, ["a"])
+    store = PartitionStateStore(client)
+    first = [("a", 0, 1, 0, [1], 1, -1), ("b", 0, 1, 0, [1], 1, -1)]
+    failed = store.write_states(spark.createDataFrame(first, STATES_SCHEMA), epoch_version)
+    assert [(r.topic, r.error) for r in failed.collect()] == [("b", "NONODE")]
+    client.create("/brokers/topics/b", b'{"version":3,"partitions":{}}')
+    again = [("b", 0, 1, 0, [1], 1, -1), ("c", 0, 1, 0, [1], 1, -1)]
+    failed = store.write_states(spark.createDataFrame(again, STATES_SCHEMA), epoch_version)
+    assert [(r.topic, r.error) for r in failed.collect()] == [("c", "NONODE")]
+    client.delete("/brokers/topics/a", recursive=True)
+    last = [("a", 0, 1, 0, [1], 1, -1)]
+    failed = store.write_states(spark.createDataFrame(last, STATES_SCHEMA), epoch_version)
+    assert [(r.topic, r.error) for r in failed.collect()] == [("a", "NONODE")]
+    assert _rows(store.read_states(spark)) == [("b", 0, 1, 0, [1], 1, 0)]
+
+
 def test_a_row_written_several_times_ends_at_that_many_versions(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
     store = PartitionStateStore(client)

@@ -20,11 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from controller.zk.kazoo_bulk import GET_DATA, multi_read
 from controller.zk.kazoo_client import KazooZkClient
@@ -41,6 +39,7 @@ from controller.zk.paths import (
     TopicZNode,
 )
 from controller.zk.protocol import ZkClient
+from controller.zk.topic_assignments import topic_assignments
 from statemachines.schemas import (
     ADDING_REPLICAS,
     ISR,
@@ -49,7 +48,6 @@ from statemachines.schemas import (
     NO_EPOCH,
     NO_LEADER,
     PARTITION,
-    PARTITIONS_SCHEMA,
     REMOVING_REPLICAS,
     REPLICAS,
     STATE,
@@ -160,37 +158,14 @@ def _read_many(client: ZkClient, paths: list[str]) -> Iterator[tuple[str, Any]]:
 def _assignments(client: ZkClient, spark: SparkSession) -> tuple[DataFrame, dict[str, int], int]:
     """Every partition's assignment from the topic znodes; partitions per topic; the width."""
     topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
-    cols: dict[str, list[Any]] = {
-        c: [] for c in (TOPIC, PARTITION, REPLICAS, ADDING_REPLICAS, REMOVING_REPLICAS)
-    }
-    counts: dict[str, int] = {}
-    paths = [TopicZNode.path(t) for t in topics]
-    for path, result in _read_many(client, paths):
+    payloads: list[tuple[str, bytes | None]] = []
+    for path, result in _read_many(client, [TopicZNode.path(t) for t in topics]):
         if isinstance(result, NoNodeError):
             continue  # deleted meanwhile
         if isinstance(result, Exception):
             raise result
-        assignment = TopicZNode.decode(result[0], path)
-        keys = list(assignment.partitions)
-        topic = path.rsplit("/", 1)[1]
-        counts[topic] = len(keys)
-        cols[TOPIC] += [topic] * len(keys)
-        cols[PARTITION] += map(int, keys)
-        cols[REPLICAS] += assignment.partitions.values()
-        for column, moving in (
-            (ADDING_REPLICAS, assignment.adding_replicas),
-            (REMOVING_REPLICAS, assignment.removing_replicas),
-        ):
-            cols[column] += [moving.get(k, []) for k in keys] if moving else [[]] * len(keys)
-    ints = pa.list_(pa.int32())
-    schema = pa.schema([(TOPIC, pa.string()), (PARTITION, pa.int32()), (REPLICAS, ints),
-                        (ADDING_REPLICAS, ints), (REMOVING_REPLICAS, ints)])  # fmt: skip
-    fields = [PARTITIONS_SCHEMA[c] for c in schema.names]
-    # Straight from Arrow: a detour through pandas turns every replica list into a Python
-    # object and back (about 3x slower at 1e6 partitions).
-    width = max(map(len, cols[REPLICAS]), default=0)
-    frame = spark.createDataFrame(pa.table(cols, schema=schema), StructType(fields))
-    return frame, counts, width
+        payloads.append((path.rsplit("/", 1)[1], result[0]))
+    return topic_assignments(spark, payloads)
 
 
 def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:

@@ -1,0 +1,167 @@
+"""Replica assignments from ``/brokers/topics/<t>`` payloads, decoded by Spark.
+
+A failover reads every topic znode. Decoded one by one with ``TopicZNode`` on the driver, a
+cluster of 1e7 partitions would become 1e7 Python lists there (and then Arrow rows). Instead the
+raw payloads go to Spark, one row per topic, and ``from_json`` decodes them in parallel.
+
+Spark's JSON reader is more lenient than the model (it ignores unknown keys, reads a number as
+a string, stops after the first value, takes a key twice), so the model stays the judge: Spark
+vouches only for a payload that is the exact serialization of what it decoded (whitespace
+aside) and that passes the model's rules. Every other payload goes to ``TopicZNode.decode`` on
+the driver: its error is raised as it always was, and the rare odd payload that the model
+accepts is read there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from controller.checkpoint import local_checkpoint
+from controller.zk.paths import TopicZNode
+from statemachines.local_rows import local_frame
+from statemachines.schemas import (
+    ADDING_REPLICAS,
+    PARTITION,
+    PARTITIONS_SCHEMA,
+    REMOVING_REPLICAS,
+    REPLICAS,
+    TOPIC,
+)
+
+_MOVING = (ADDING_REPLICAS, REMOVING_REPLICAS)
+# The nested objects are read as text first: a map with a key twice fails Spark's whole job.
+_OUTER = (
+    "version int, partitions string, adding_replicas string, removing_replicas string, "
+    "topic_id string"
+)
+_MAP = "map<string,array<int>>"
+_COLUMNS = (TOPIC, PARTITION, REPLICAS, ADDING_REPLICAS, REMOVING_REPLICAS)
+_ARROW_INTS = pa.list_(pa.int32())
+
+
+def topic_assignments(
+    spark: SparkSession, payloads: Sequence[tuple[str, bytes | None]]
+) -> tuple[DataFrame, dict[str, int], int]:
+    """Every partition's assignment (``_COLUMNS``) of the topics' (name, payload) pairs; the
+    partitions per topic; the longest replica list. Raises ``MalformedZnodeError`` as
+    ``TopicZNode.decode`` does for the first payload the model rejects."""
+    rows = [(topic, _text(payload)) for topic, payload in payloads]
+    # Repartitioned: over a local relation, Spark would decode on the driver while planning.
+    raw = local_frame(spark, rows, "topic string, payload string").repartition(
+        spark.sparkContext.defaultParallelism
+    )
+    # Decoded once: the summary's job materialises it, the width and the caller read it.
+    decoded = local_checkpoint(_decoded(raw), eager=False)
+    summary = decoded.select(TOPIC, F.size("_keys").alias("n"), "_vouched").collect()
+    counts = {r[TOPIC]: int(r["n"]) for r in summary if r["_vouched"]}
+    doubted = {r[TOPIC] for r in summary if not r["_vouched"]}
+    vouched = _exploded(decoded.filter(F.col("_vouched")))
+    width = int(vouched.agg(F.max(F.size(REPLICAS))).first()[0] or 0) if counts else 0
+    if not doubted:
+        return vouched, counts, width
+    # Decoded by the model (in topic order, so the first bad payload is the one reported).
+    cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    for topic, payload in sorted(p for p in payloads if p[0] in doubted):
+        n, longest = _append_rows(cols, topic, payload)
+        counts[topic] = n
+        width = max(width, longest)
+    schema = pa.schema(
+        [(TOPIC, pa.string()), (PARTITION, pa.int32())] + [(c, _ARROW_INTS) for c in _COLUMNS[2:]]
+    )
+    fields = StructType([PARTITIONS_SCHEMA[c] for c in _COLUMNS])
+    read = spark.createDataFrame(pa.table(cols, schema=schema), fields)
+    return vouched.unionByName(read), counts, width
+
+
+def _text(payload: bytes | None) -> str | None:
+    """The payload as text for Spark; None (left to the model) when it is not UTF-8."""
+    try:
+        return None if payload is None else payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _append_rows(cols: dict[str, list[Any]], topic: str, payload: bytes | None) -> tuple[int, int]:
+    """The model's decoding of one payload, appended to ``cols``; (partitions, widest list)."""
+    assignment = TopicZNode.decode(payload, TopicZNode.path(topic))
+    keys = list(assignment.partitions)
+    cols[TOPIC] += [topic] * len(keys)
+    cols[PARTITION] += map(int, keys)
+    cols[REPLICAS] += assignment.partitions.values()
+    for column, moving in zip(
+        _MOVING, (assignment.adding_replicas, assignment.removing_replicas), strict=True
+    ):
+        cols[column] += [moving.get(k, []) for k in keys] if moving else [[]] * len(keys)
+    return len(keys), max(map(len, assignment.partitions.values()), default=0)
+
+
+_IDS = r"^(?:(?:0|[1-9][0-9]{0,8})(?:,(?:0|[1-9][0-9]{0,8}))*)?$"  # fit an int
+
+
+def _decoded(raw: DataFrame) -> DataFrame:
+    """Per topic: ``partitions`` (a map, where vouched), ``_keys`` (the keys of the payload's
+    partitions object) and ``_vouched``, true where Spark's decoding is the model's.
+
+    Vouched: the payload (whitespace aside) is the outer fields written back in the model's
+    order (no unknown key, no key twice, no trailing text, each value of its type); the
+    partitions object has distinct partition-id keys and lists of ints (no null); the
+    reassignment maps are absent or empty (a topic being reassigned is read by the model).
+    """
+    z = F.from_json("payload", _OUTER)
+    df = raw.select(TOPIC, "payload", z.alias("z"))
+    df = df.select(TOPIC, "payload", "z", F.json_object_keys("z.partitions").alias("_keys"))
+    text, keys, version = F.col("z.partitions"), F.col("_keys"), F.col("z.version")
+    distinct = F.size(F.array_distinct(keys)) == F.size(keys)
+    # Parsed only with distinct keys: Spark fails the whole job on a map key given twice.
+    df = df.withColumn("_map", F.when(distinct, F.from_json(text, _MAP)))
+
+    def field(name: str, value: Column) -> Column:
+        present = F.col(f"z.{name}").isNotNull()
+        return F.coalesce(F.when(present, F.concat(F.lit(f',"{name}":'), value)), F.lit(""))
+
+    written = F.concat(
+        F.lit("{"),
+        F.concat_ws(
+            ",",
+            F.when(version.isNotNull(), F.concat(F.lit('"version":'), version.cast("string"))),
+            F.concat(F.lit('"partitions":'), text),
+        ),
+        *[field(m, F.col(f"z.{m}")) for m in _MOVING],
+        field("topic_id", F.concat(F.lit('"'), F.col("z.topic_id"), F.lit('"'))),
+        F.lit("}"),
+    )
+    effective = F.coalesce(version, F.lit(3))  # the model's default
+    vouched = (
+        (F.regexp_replace("payload", r"\s", "") == written)
+        & (version.isNull() | version.isin(1, 2, 3))
+        & F.col("_map").isNotNull()  # else a value is not a list of ints
+        & ~text.contains("null")
+        & F.array_join(keys, ",").rlike(_IDS)
+        & (F.col("z.topic_id").isNull() | (effective == 3))
+    )
+    for m in _MOVING:
+        vouched = vouched & (
+            F.col(f"z.{m}").isNull() | ((F.col(f"z.{m}") == "{}") & (effective >= 2))
+        )
+    df = df.select(TOPIC, "_map", "_keys", F.coalesce(vouched, F.lit(False)).alias("_vouched"))
+    partitions = F.when(F.col("_vouched"), F.col("_map")).alias("partitions")
+    return df.select(TOPIC, partitions, "_keys", "_vouched")
+
+
+def _exploded(decoded: DataFrame) -> DataFrame:
+    """One row per partition of the vouched topics (whose reassignment maps are empty)."""
+    empty = F.array().cast("array<int>")
+    # explode_outer: Spark infers no filter from it, which would decode every payload again.
+    rows = decoded.select(TOPIC, F.explode_outer("partitions").alias("_key", REPLICAS))
+    return rows.where(F.col("_key").isNotNull()).select(
+        TOPIC,
+        F.col("_key").cast("int").alias(PARTITION),
+        REPLICAS,
+        *[empty.alias(m) for m in _MOVING],
+    )

@@ -244,6 +244,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         )
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
         self.ctx.load(compact)
+        snapshot.release()  # generation 0 holds the rows now
         compact = self._table()
         # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
         shrunk = replica_changes(

@@ -39,7 +39,7 @@ from controller.zk.paths import (
     TopicZNode,
 )
 from controller.zk.protocol import ZkClient
-from controller.zk.topic_assignments import topic_assignments
+from controller.zk.topic_assignments import Assignments, topic_assignments
 from statemachines.schemas import (
     ADDING_REPLICAS,
     ISR,
@@ -73,6 +73,11 @@ class ClusterSnapshot:
     controller_epoch_zk_version: int
     topic_partitions: dict[str, int]  # partitions per topic, from the topic znodes
     width: int  # the longest replica list (0 without partitions)
+    assignments: Assignments  # what ``partitions`` reads the replica lists from
+
+    def release(self) -> None:
+        """Free what ``partitions`` reads, once it has been read into something else."""
+        self.assignments.release()
 
 
 def topic_znode_json(df: DataFrame) -> DataFrame:
@@ -155,7 +160,7 @@ def _read_many(client: ZkClient, paths: list[str]) -> Iterator[tuple[str, Any]]:
             yield path, exc
 
 
-def _assignments(client: ZkClient, spark: SparkSession) -> tuple[DataFrame, dict[str, int], int]:
+def _assignments(client: ZkClient, spark: SparkSession) -> Assignments:
     """Every partition's assignment from the topic znodes; partitions per topic; the width."""
     topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
     payloads: list[tuple[str, bytes | None]] = []
@@ -186,8 +191,8 @@ def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
         controller_id = ControllerZNode.decode(client.get(ControllerZNode.path())[0]).brokerid
     states = PartitionStateStore(client).read_states(spark)
     live = F.col(LEADER).isin(*brokers) if brokers else F.lit(False)
-    assignments, counts, width = _assignments(client, spark)
-    partitions = assignments.join(states, [TOPIC, PARTITION], "left").select(
+    assignments = _assignments(client, spark)
+    partitions = assignments.rows.join(states, [TOPIC, PARTITION], "left").select(
         TOPIC,
         PARTITION,
         REPLICAS,
@@ -203,4 +208,7 @@ def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
         .otherwise("OfflinePartition")
         .alias(STATE),
     )
-    return ClusterSnapshot(brokers, partitions, controller_id, epoch, epoch_version, counts, width)
+    return ClusterSnapshot(
+        brokers, partitions, controller_id, epoch, epoch_version, assignments.counts,
+        assignments.width, assignments,
+    )  # fmt: skip

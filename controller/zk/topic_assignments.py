@@ -15,6 +15,7 @@ accepts is read there.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from controller.checkpoint import local_checkpoint
+from controller.checkpoint import local_checkpoint, release
 from controller.zk.paths import TopicZNode
 from statemachines.local_rows import local_frame
 from statemachines.schemas import (
@@ -45,11 +46,25 @@ _COLUMNS = (TOPIC, PARTITION, REPLICAS, ADDING_REPLICAS, REMOVING_REPLICAS)
 _ARROW_INTS = pa.list_(pa.int32())
 
 
+@dataclass(frozen=True)
+class Assignments:
+    """Every partition's assignment (``_COLUMNS``), the partitions per topic, the longest
+    replica list; ``rows`` reads ``decoded`` (see ``release``)."""
+
+    rows: DataFrame
+    counts: dict[str, int]
+    width: int
+    decoded: DataFrame
+
+    def release(self) -> None:
+        """Free the decoded payloads once ``rows`` has been read into something else."""
+        release(self.decoded)
+
+
 def topic_assignments(
     spark: SparkSession, payloads: Sequence[tuple[str, bytes | None]]
-) -> tuple[DataFrame, dict[str, int], int]:
-    """Every partition's assignment (``_COLUMNS``) of the topics' (name, payload) pairs; the
-    partitions per topic; the longest replica list. Raises ``MalformedZnodeError`` as
+) -> Assignments:
+    """The assignments of the topics' (name, payload) pairs. Raises ``MalformedZnodeError`` as
     ``TopicZNode.decode`` does for the first payload the model rejects."""
     rows = [(topic, _text(payload)) for topic, payload in payloads]
     # Repartitioned: over a local relation, Spark would decode on the driver while planning.
@@ -64,7 +79,7 @@ def topic_assignments(
     vouched = _exploded(decoded.filter(F.col("_vouched")))
     width = int(vouched.agg(F.max(F.size(REPLICAS))).first()[0] or 0) if counts else 0
     if not doubted:
-        return vouched, counts, width
+        return Assignments(vouched, counts, width, decoded)
     # Decoded by the model (in topic order, so the first bad payload is the one reported).
     cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
     for topic, payload in sorted(p for p in payloads if p[0] in doubted):
@@ -76,7 +91,7 @@ def topic_assignments(
     )
     fields = StructType([PARTITIONS_SCHEMA[c] for c in _COLUMNS])
     read = spark.createDataFrame(pa.table(cols, schema=schema), fields)
-    return vouched.unionByName(read), counts, width
+    return Assignments(vouched.unionByName(read), counts, width, decoded)
 
 
 def _text(payload: bytes | None) -> str | None:

@@ -13,6 +13,7 @@ from controller.zk.models import TopicAssignment
 from controller.zk.paths import TopicZNode
 from controller.zk.topic_assignments import _decoded, topic_assignments
 from statemachines.local_rows import local_frame
+from tests.test_checkpoint import checkpointed_rdd_id, persisted_rdd_ids
 
 
 def _model_rows(payloads: list[tuple[str, bytes]]) -> tuple[list[tuple], dict[str, int], int]:
@@ -32,8 +33,10 @@ def _model_rows(payloads: list[tuple[str, bytes]]) -> tuple[list[tuple], dict[st
 def _spark_rows(
     spark, payloads: list[tuple[str, bytes]]
 ) -> tuple[list[tuple], dict[str, int], int]:
-    frame, counts, width = topic_assignments(spark, payloads)
-    return sorted(tuple(r) for r in frame.collect()), counts, width
+    read = topic_assignments(spark, payloads)
+    rows = sorted(tuple(r) for r in read.rows.collect())
+    read.release()
+    return rows, read.counts, read.width
 
 
 def _vouched(spark, payloads: list[tuple[str, bytes]]) -> dict[str, bool]:
@@ -59,6 +62,15 @@ CANONICAL = [
     ("v2", TopicZNode.encode(TopicAssignment(version=2, partitions={"0": []}))),
     ("none", TopicZNode.encode(TopicAssignment(partitions={}))),
 ]
+
+
+def test_the_decoded_payloads_stay_cached_until_released(spark) -> None:
+    read = topic_assignments(spark, CANONICAL)
+    assert read.rows.count() == 6  # reads them, after the summary's job materialised them
+    rdd = checkpointed_rdd_id(read.decoded)
+    assert rdd in persisted_rdd_ids(spark)
+    read.release()
+    assert rdd not in persisted_rdd_ids(spark)
 
 
 def test_canonical_payloads_are_decoded_by_spark_as_the_model_decodes_them(spark) -> None:

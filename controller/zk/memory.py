@@ -31,7 +31,8 @@ from pyspark.sql import DataFrame
 
 from controller.zk.errors import ControllerMovedError
 from controller.zk.memory_client import InMemoryClient, WatchFn
-from controller.zk.memory_partitions import PartitionRegion, parse
+from controller.zk.memory_partitions import PartitionRegion
+from controller.zk.memory_rows import parse
 from controller.zk.memory_tree import (
     CHANGED,
     CHILD,

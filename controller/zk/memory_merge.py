@@ -76,3 +76,8 @@ def without_base(upd: DataFrame) -> DataFrame:
     """Update rows aligned with no table row (every node column null)."""
     nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in INTERNAL_SCHEMA.fields[2:]]
     return upd.select(*KEY, *nulls, *[c for c in upd.columns if c not in KEY])
+
+
+def superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
+    """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
+    return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)

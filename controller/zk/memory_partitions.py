@@ -39,7 +39,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
-from controller.zk.memory_merge import failed_rows, merged_rows, without_base
+from controller.zk.memory_merge import failed_rows, merged_rows, superseded, without_base
 from controller.zk.memory_rows import (
     INTERNAL_SCHEMA,
     KEY,
@@ -49,26 +49,18 @@ from controller.zk.memory_rows import (
     Key,
     decode_state,
     from_row,
+    parse,
     to_row,
 )
 from controller.zk.memory_tree import Znode
 from statemachines.local_rows import local_frame
 from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 
-_NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
 _PARTITIONS = re.compile(r"^/brokers/topics/([^/]+)/partitions$")
 TOPIC_LOAD_LIMIT = 10_000  # partitions of a topic read into the overlay on its first single op
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
 WRITTEN = ("created", "updated")  # bulk-write outcomes that changed a row
 FROM_DELTA = "_from_delta"  # an aligned row of the delta (else of the base, or none)
-
-
-def parse(path: str) -> tuple[Key, bool] | None:
-    """(topic, partition), is_state — for a partition or state path; None otherwise."""
-    match = _NODE.match(path)
-    if match is None:
-        return None
-    return (match.group(1), int(match.group(2))), match.group(3) is not None
 
 
 @dataclass(frozen=True)
@@ -103,7 +95,7 @@ class PartitionRegion:
 
     # -- Region protocol -------------------------------------------------------------------
     def owns(self, path: str) -> bool:
-        return _NODE.match(path) is not None
+        return parse(path) is not None
 
     def lookup(self, path: str) -> Znode | None:
         parsed = parse(path)
@@ -184,7 +176,7 @@ class PartitionRegion:
         """Every partition row: the base, with the delta's rows in place of their keys'."""
         if self.base is None or self.delta is None:
             return self.base
-        return _superseded(self.base, self.delta)
+        return superseded(self.base, self.delta)
 
     def _spark(self) -> SparkSession:
         from spark_app.session import get_spark
@@ -220,7 +212,7 @@ class PartitionRegion:
     def _supersede(self, rows: DataFrame, count: int) -> None:
         """Put ``rows`` (at most ``count``, distinct keys, existing nodes) in place of their
         keys' rows: into the delta, or — once the delta outgrows its bound — a new base."""
-        delta = rows if self.delta is None else _superseded(self.delta, rows)
+        delta = rows if self.delta is None else superseded(self.delta, rows)
         if not self._fold(delta, count):
             target = rows.sparkSession.sparkContext.defaultParallelism
             checkpointed = local_checkpoint(delta.coalesce(target))
@@ -234,7 +226,7 @@ class PartitionRegion:
         if self.delta_rows <= min(self.broadcast_rows, max(total // 4, DELTA_MIN_ROWS)):
             return False
         assert self.base is not None
-        self._install(_superseded(self.base, delta))
+        self._install(superseded(self.base, delta))
         return True
 
     def _replace_delta(self, delta: DataFrame, backing: list[DataFrame]) -> None:
@@ -401,8 +393,3 @@ class PartitionRegion:
         named = upd.join(F.broadcast(matched), KEY, "left_anti")
         in_base = self.base.join(F.broadcast(named), KEY).withColumn(FROM_DELTA, F.lit(False))
         return in_base.unionByName(in_delta.withColumn(FROM_DELTA, F.lit(True)))
-
-
-def _superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
-    """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
-    return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)

@@ -1,7 +1,8 @@
-"""Row layout of the DataFrame-backed partition znodes, and conversion to and from ``Znode``s."""
+"""Row layout and paths of the DataFrame-backed partition znodes, and conversion to and from ``Znode``s."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,17 @@ INTERNAL_SCHEMA = StructType(
     ]
 )
 ROW_COLUMNS = [f.name for f in INTERNAL_SCHEMA.fields]
+
+
+_NODE = re.compile(r"^/brokers/topics/([^/]+)/partitions/(0|[1-9][0-9]{0,8})(/state)?$")
+
+
+def parse(path: str) -> tuple[Key, bool] | None:
+    """(topic, partition), is_state — for a partition or state path; None otherwise."""
+    match = _NODE.match(path)
+    if match is None:
+        return None
+    return (match.group(1), int(match.group(2))), match.group(3) is not None
 
 
 @dataclass

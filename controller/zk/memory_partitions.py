@@ -9,10 +9,10 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
   on first touch and keep changes in a small driver-side overlay; the overlay is merged into the
   DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``). A
-  write of up to ``broadcast_rows`` rows (a million) is broadcast over the ``base`` and the ``delta``
-  (rows written since; a delta row supersedes the base row of its key), and only the base rows
-  it names are merged, with the delta's, whose merge is the next delta (one pass): rewriting
-  the whole table for each event's handful of changed states would write every row. The delta
+  write of up to ``broadcast_rows`` rows (a million) is broadcast over the ``base`` and the
+  ``delta`` (rows written since; a delta row supersedes the base row of its key), and only the
+  base rows it names are merged, with the delta's, whose merge is the next delta (one pass):
+  rewriting the whole table for each event's changed states would write every row. The delta
   folds into the base once it outgrows a quarter of the table (and ``DELTA_MIN_ROWS``) or
   ``broadcast_rows`` (its keys are broadcast), and at every larger write (a full outer join).
   Single-op changes reach the delta by a pass of their own when they delete no node. Base and

@@ -71,9 +71,17 @@ class ClusterSnapshot:
     controller_id: int
     controller_epoch: int
     controller_epoch_zk_version: int
-    topic_partitions: dict[str, int]  # partitions per topic, from the topic znodes
-    width: int  # the longest replica list (0 without partitions)
     assignments: Assignments  # what ``partitions`` reads the replica lists from
+
+    @property
+    def topic_partitions(self) -> dict[str, int]:
+        """Partitions per topic, from the topic znodes."""
+        return self.assignments.counts
+
+    @property
+    def width(self) -> int:
+        """The longest replica list (0 without partitions)."""
+        return self.assignments.width
 
     def release(self) -> None:
         """Free what ``partitions`` reads, once it has been read into something else."""
@@ -208,7 +216,4 @@ def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
         .otherwise("OfflinePartition")
         .alias(STATE),
     )
-    return ClusterSnapshot(
-        brokers, partitions, controller_id, epoch, epoch_version, assignments.counts,
-        assignments.width, assignments,
-    )  # fmt: skip
+    return ClusterSnapshot(brokers, partitions, controller_id, epoch, epoch_version, assignments)

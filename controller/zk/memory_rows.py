@@ -1,4 +1,5 @@
-"""Row layout and paths of the DataFrame-backed partition znodes, and conversion to and from ``Znode``s."""
+"""Row layout and paths of the DataFrame-backed partition znodes; conversion to and from
+``Znode``s."""
 
 from __future__ import annotations
 

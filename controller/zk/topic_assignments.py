@@ -71,13 +71,14 @@ def topic_assignments(
     raw = local_frame(spark, rows, "topic string, payload string").repartition(
         spark.sparkContext.defaultParallelism
     )
-    # Decoded once: the summary's job materialises it, the width and the caller read it.
+    # Decoded once: the summary's job materialises it, and the caller reads it.
     decoded = local_checkpoint(_decoded(raw), eager=False)
-    summary = decoded.select(TOPIC, F.size("_keys").alias("n"), "_vouched").collect()
-    counts = {r[TOPIC]: int(r["n"]) for r in summary if r["_vouched"]}
-    doubted = {r[TOPIC] for r in summary if not r["_vouched"]}
+    longest = F.expr("array_max(transform(map_values(partitions), v -> size(v)))")
+    summary = decoded.select(TOPIC, F.size("_keys"), "_vouched", longest).collect()
+    counts = {r[0]: int(r[1]) for r in summary if r[2]}
+    doubted = {r[0] for r in summary if not r[2]}
+    width = max((int(r[3] or 0) for r in summary if r[2]), default=0)
     vouched = _exploded(decoded.filter(F.col("_vouched")))
-    width = int(vouched.agg(F.max(F.size(REPLICAS))).first()[0] or 0) if counts else 0
     if not doubted:
         return Assignments(vouched, counts, width, decoded)
     # Decoded by the model (in topic order, so the first bad payload is the one reported).

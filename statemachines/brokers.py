@@ -1,5 +1,5 @@
 """Broker sets as Column predicates, a distinct count of broker ids, and the cluster view the
-elections read.
+elections read (as literals, or from columns of the table).
 
 The controller knows its brokers on the driver (there are few); partitions are many. A
 ``BrokerSet`` turns "is broker b in this set" into an O(1) bit test in a literal array of 64-bit
@@ -19,7 +19,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
-from statemachines.columns import literal_array
+from statemachines.columns import literal_array, runtime_int
 
 _LOOKUP_LIMIT = 1 << 20  # broker ids above this use isin
 _MEMBERSHIP_LIMIT = 512
@@ -108,8 +108,36 @@ def _bit_in_word(broker: Column, word: int) -> Column:
     return F.when(F.shiftright(broker, 6) == word, bit).otherwise(F.lit(0).cast("long"))
 
 
+class _Replicas:
+    """Per-position liveness over the sets of a view (``ClusterView`` or ``ViewColumns``)."""
+
+    offline_dir_mask: str | None
+    live: BrokerSet | WordsColumn
+    live_or_shutting_down: BrokerSet | WordsColumn
+
+    def dir_online(self, k: int) -> Column:
+        """False where replica_k sits on a failed log directory."""
+        if self.offline_dir_mask is None:
+            return F.lit(True)
+        return F.col(self.offline_dir_mask).bitwiseAND(F.lit(1 << k)) == 0
+
+    def online(self, k: int) -> Column:
+        """Kafka's ``isReplicaOnline`` for replica position k (excludes shutting-down brokers)."""
+        return self.live.contains(F.col(s.replica_col(k))) & self.dir_online(k)
+
+    def online_or_shutting_down(self, k: int) -> Column:
+        """``isReplicaOnline(..., includeShuttingDownBrokers = true)`` for position k."""
+        return self.live_or_shutting_down.contains(F.col(s.replica_col(k))) & self.dir_online(k)
+
+
+VIEW_LIVE = "_view_live"
+VIEW_SHUTTING_DOWN = "_view_shutting_down"
+VIEW_LIVE_OR_SHUTTING_DOWN = "_view_live_or_shutting_down"
+VIEW_EPOCH = "_view_controller_epoch"
+
+
 @dataclass(frozen=True)
-class ClusterView:
+class ClusterView(_Replicas):
     """What an election needs to know about brokers (spec §0 "live", §7.2).
 
     ``live`` are registered brokers that are not shutting down; ``shutting_down`` are registered
@@ -131,19 +159,53 @@ class ClusterView:
             )
 
     @property
-    def live_or_shutting_down(self) -> BrokerSet:
+    def live_or_shutting_down(self) -> BrokerSet:  # type: ignore[override]
         return self.live | self.shutting_down
 
-    def dir_online(self, k: int) -> Column:
-        """False where replica_k sits on a failed log directory."""
-        if self.offline_dir_mask is None:
-            return F.lit(True)
-        return F.col(self.offline_dir_mask).bitwiseAND(F.lit(1 << k)) == 0
+    def epoch_column(self) -> Column:
+        return runtime_int(self.controller_epoch)
 
-    def online(self, k: int) -> Column:
-        """Kafka's ``isReplicaOnline`` for replica position k (excludes shutting-down brokers)."""
-        return self.live.contains(F.col(s.replica_col(k))) & self.dir_online(k)
+    def as_columns(self) -> tuple[ViewColumns, dict[str, Column]] | None:
+        """This view read from columns, and the literal columns to add for it (None when a set
+        holds ids beyond ``BrokerSet.words``)."""
+        sets = {
+            VIEW_LIVE: self.live,
+            VIEW_SHUTTING_DOWN: self.shutting_down,
+            VIEW_LIVE_OR_SHUTTING_DOWN: self.live_or_shutting_down,
+        }
+        if not all(b.in_word_range for b in sets.values()):
+            return None
+        cols = {name: b.words() for name, b in sets.items()}
+        cols[VIEW_EPOCH] = self.epoch_column()
+        return ViewColumns(self.offline_dir_mask), cols
 
-    def online_or_shutting_down(self, k: int) -> Column:
-        """``isReplicaOnline(..., includeShuttingDownBrokers = true)`` for position k."""
-        return self.live_or_shutting_down.contains(F.col(s.replica_col(k))) & self.dir_online(k)
+
+@dataclass(frozen=True)
+class WordsColumn:
+    """A broker set held in a column of the table, as the words of ``BrokerSet.words``."""
+
+    name: str
+
+    def contains(self, broker: Column) -> Column:
+        return in_words(F.col(self.name), broker)
+
+
+@dataclass(frozen=True)
+class ViewColumns(_Replicas):
+    """A ``ClusterView`` read from the columns ``ClusterView.as_columns`` adds to the table.
+
+    Columns built over it are the same whichever brokers the view holds: a plan's Columns can be
+    built once and applied at every event (building them costs hundreds of JVM round trips).
+    """
+
+    offline_dir_mask: str | None = None
+    live: WordsColumn = WordsColumn(VIEW_LIVE)
+    shutting_down: WordsColumn = WordsColumn(VIEW_SHUTTING_DOWN)
+    live_or_shutting_down: WordsColumn = WordsColumn(VIEW_LIVE_OR_SHUTTING_DOWN)
+
+    def epoch_column(self) -> Column:
+        return F.col(VIEW_EPOCH)
+
+
+# What the elections read about brokers.
+BrokerView = ClusterView | ViewColumns

@@ -7,9 +7,12 @@ Columns (EMPTY_SLOT past the end); ``live`` is a sequence of boolean Columns, on
 position ("replica k is live"), so callers decide what live means (online, or online-or-shutting-
 down). A result of null means "no leader" (Kafka's ``None``).
 
-Strategy wrappers (§7.2) turn a compact partitions table into a ``LeadershipChange``: leader, new
-ISR, epoch+1, zk version+1, the LeaderAndIsr recipients as a position bit mask, and whether the
-choice was unclean. No UDFs: everything is a fused CASE over a few int columns.
+Strategy wrappers (§7.2) give the stages of columns to add to a compact partitions table and the
+``LeadershipChange`` over them: leader, new ISR, epoch+1, zk version+1, the LeaderAndIsr
+recipients as a position bit mask, and whether the choice was unclean. No UDFs: everything is a
+fused CASE over a few int columns. They read the brokers through a ``BrokerView`` (see
+``statemachines.brokers``), and build Columns only, no DataFrame, so a caller may build them
+once and apply them to every generation.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from statemachines import columns as c
 from statemachines import schemas as s
-from statemachines.brokers import ClusterView
+from statemachines.brokers import BrokerView
 from statemachines.columns import any_of, bit, compact, first_of, in_list, mask_of, present
 from statemachines.state_change_errors import CONTROLLER, EPOCH, LIVE, PARTITION
 
@@ -78,32 +81,33 @@ def controlled_shutdown_leader(
 
 SELECTED = "_selected"
 
+# Columns to add to the table, in order: each stage may read the columns of the ones before.
+Stages = list[dict[str, Column]]
 
-def staged(df: DataFrame, cols: dict[str, Column]) -> DataFrame:
-    """Add intermediate columns, evaluated only on selected rows when a selection is present.
+
+def staged(cols: dict[str, Column]) -> dict[str, Column]:
+    """Intermediate columns, evaluated only on the rows of the ``_selected`` selection.
 
     CASE WHEN short-circuits, so rows outside the selection (most of them, in a typical event)
     skip the election work entirely.
     """
-    if SELECTED in df.columns:
-        cols = {k: F.when(F.col(SELECTED), v) for k, v in cols.items()}
-    return df.withColumns(cols)
+    return {k: F.when(F.col(SELECTED), v) for k, v in cols.items()}
 
 
 def _online(k: int) -> Column:
     return F.col(f"_online_{k}")
 
 
-def stage_online(df: DataFrame, w: int, view: ClusterView) -> DataFrame:
-    """Add ``_online_k`` (``isReplicaOnline`` of position k) once, for every later expression.
+def stage_online(w: int, view: BrokerView) -> dict[str, Column]:
+    """``_online_k`` (``isReplicaOnline`` of position k), staged once for every later expression.
 
     Staging shared sub-expressions as columns keeps each expression small: Spark does not inline
     a non-trivial column that is referenced more than once, so nothing is duplicated W² times.
     """
-    return staged(df, {f"_online_{k}": view.online(k) for k in range(w)})
+    return staged({f"_online_{k}": view.online(k) for k in range(w)})
 
 
-def _broker_online(broker: Column, w: int, view: ClusterView) -> Column:
+def _broker_online(broker: Column, w: int, view: BrokerView) -> Column:
     """``isReplicaOnline`` for an ISR member: a live broker whose replica here is not on a failed
     log directory (an ISR member outside the assignment counts by liveness alone)."""
     on_failed_dir = any_of(
@@ -168,10 +172,10 @@ def _failed(w: int, why: str) -> LeadershipChange:
     )
 
 
-def _stage(df: DataFrame, prefix: str, leader: Column, isr: list[Column]) -> DataFrame:
+def _stage(prefix: str, leader: Column, isr: list[Column]) -> dict[str, Column]:
     cols = {f"{prefix}leader": leader}
     cols |= {f"{prefix}isr_{k}": x for k, x in enumerate(isr)}
-    return staged(df, cols)
+    return staged(cols)
 
 
 def _elected(
@@ -191,15 +195,14 @@ def _elected(
     )
 
 
-def initial_leadership(df: DataFrame, w: int) -> tuple[DataFrame, LeadershipChange]:
+def initial_leadership(w: int) -> tuple[dict[str, Column], LeadershipChange]:
     """NewPartition → OnlinePartition (§5.3a): leader = first online replica, ISR = online ones.
 
     Needs ``stage_online`` first.
     """
     online = [_online(k) for k in range(w)]
     live = compact(c.replicas(w), online)
-    df = _stage(df, "_init_", live[0], live)
-    return df, LeadershipChange(
+    return _stage("_init_", live[0], live), LeadershipChange(
         ok=any_of(online),
         leader=F.col("_init_leader"),
         isr=tuple(F.col(f"_init_isr_{k}") for k in range(w)),
@@ -221,15 +224,13 @@ def initial_leadership(df: DataFrame, w: int) -> tuple[DataFrame, LeadershipChan
 class ElectionStrategy:
     """One of Kafka's ``PartitionLeaderElectionStrategy`` values.
 
-    ``change(df, w, view)`` returns ``df`` with the strategy's staged columns and the proposed
-    ``LeadershipChange`` over them; ``stage_online`` must have run on ``df``.
+    ``change(w, view)`` returns the strategy's stages and the proposed ``LeadershipChange`` over
+    them; they follow the stage of ``stage_online``.
     """
 
     name: str
 
-    def change(
-        self, df: DataFrame, w: int, view: ClusterView
-    ) -> tuple[DataFrame, LeadershipChange]:
+    def change(self, w: int, view: BrokerView) -> tuple[Stages, LeadershipChange]:
         raise NotImplementedError
 
 
@@ -252,9 +253,7 @@ class OfflinePartitionLeaderElectionStrategy(ElectionStrategy):
     def name(self) -> str:  # type: ignore[override]
         return f"OfflinePartitionLeaderElectionStrategy({str(self.allow_unclean).lower()})"
 
-    def change(
-        self, df: DataFrame, w: int, view: ClusterView
-    ) -> tuple[DataFrame, LeadershipChange]:
+    def change(self, w: int, view: BrokerView) -> tuple[Stages, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
         online = [_online(k) for k in range(w)]
         if self.allow_unclean:
@@ -263,32 +262,28 @@ class OfflinePartitionLeaderElectionStrategy(ElectionStrategy):
             unclean_ok = F.coalesce(F.col(self.unclean_column), F.lit(False))
         else:
             unclean_ok = F.lit(False)
-        df = staged(
-            df,
+        first = staged(
             {
                 "_offline_leader": offline_leader(reps, isr, online, unclean_ok),
                 **{f"_isr_online_{j}": _broker_online(x, w, view) for j, x in enumerate(isr)},
-            },
+            }
         )
         leader = F.col("_offline_leader")
-        df = staged(df, {"_was_in_isr": in_list(leader, isr)})
         was_in_isr = F.col("_was_in_isr")
         kept = compact(isr, [F.col(f"_isr_online_{j}") for j in range(w)])
         only_leader = [leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
         new_isr = [
             F.when(was_in_isr, a).otherwise(b) for a, b in zip(kept, only_leader, strict=True)
         ]
-        df = _stage(df, _E, leader, new_isr)
-        return df, _elected(_E, self.name, w, mask_of(online), ~was_in_isr)
+        stages = [first, staged({"_was_in_isr": in_list(leader, isr)}), _stage(_E, leader, new_isr)]
+        return stages, _elected(_E, self.name, w, mask_of(online), ~was_in_isr)
 
 
 @dataclass(frozen=True)
 class ReassignPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "ReassignPartitionLeaderElectionStrategy"
 
-    def change(
-        self, df: DataFrame, w: int, view: ClusterView
-    ) -> tuple[DataFrame, LeadershipChange]:
+    def change(self, w: int, view: BrokerView) -> tuple[Stages, LeadershipChange]:
         isr = c.isr(w)
         target = [
             ~bit(F.col(s.REMOVING_MASK), k) & (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
@@ -296,42 +291,38 @@ class ReassignPartitionLeaderElectionStrategy(ElectionStrategy):
         ]
         # T = A − removing keeps A's order, so "first of T" is "first of A that is a target".
         live_targets = [t & _online(k) for k, t in enumerate(target)]
-        df = _stage(df, _E, reassign_leader(c.replicas(w), isr, live_targets), isr)
-        return df, _elected(_E, self.name, w, mask_of(target), F.lit(False))
+        stage = _stage(_E, reassign_leader(c.replicas(w), isr, live_targets), isr)
+        return [stage], _elected(_E, self.name, w, mask_of(target), F.lit(False))
 
 
 @dataclass(frozen=True)
 class PreferredReplicaPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "PreferredReplicaPartitionLeaderElectionStrategy"
 
-    def change(
-        self, df: DataFrame, w: int, view: ClusterView
-    ) -> tuple[DataFrame, LeadershipChange]:
+    def change(self, w: int, view: BrokerView) -> tuple[Stages, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        df = _stage(df, _E, preferred_leader(reps, isr, [_online(k) for k in range(w)]), isr)
+        stage = _stage(_E, preferred_leader(reps, isr, [_online(k) for k in range(w)]), isr)
         assigned = [r != s.EMPTY_SLOT for r in reps]
-        return df, _elected(_E, self.name, w, mask_of(assigned), F.lit(False))
+        return [stage], _elected(_E, self.name, w, mask_of(assigned), F.lit(False))
 
 
 @dataclass(frozen=True)
 class ControlledShutdownPartitionLeaderElectionStrategy(ElectionStrategy):
     name: str = "ControlledShutdownPartitionLeaderElectionStrategy"
 
-    def change(
-        self, df: DataFrame, w: int, view: ClusterView
-    ) -> tuple[DataFrame, LeadershipChange]:
+    def change(self, w: int, view: BrokerView) -> tuple[Stages, LeadershipChange]:
         reps, isr = c.replicas(w), c.isr(w)
-        df = staged(
-            df,
+        first = staged(
             {f"_online_sd_{k}": view.online_or_shutting_down(k) for k in range(w)}
             | {
                 f"_isr_stays_{j}": ~view.shutting_down.contains(x) & (x != s.EMPTY_SLOT)
                 for j, x in enumerate(isr)
-            },
+            }
         )
         ls = [F.col(f"_online_sd_{k}") for k in range(w)]
         sd = [view.shutting_down.contains(r) for r in reps]
         leader = controlled_shutdown_leader(reps, isr, ls, sd)
         new_isr = compact(isr, [F.col(f"_isr_stays_{j}") for j in range(w)])
-        df = _stage(df, _E, leader, new_isr)
-        return df, _elected(_E, self.name, w, mask_of(ls), F.lit(False))
+        return [first, _stage(_E, leader, new_isr)], _elected(
+            _E, self.name, w, mask_of(ls), F.lit(False)
+        )

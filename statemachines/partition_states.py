@@ -22,23 +22,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import IntEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
-from statemachines.brokers import ClusterView
-from statemachines.columns import runtime_int
+from statemachines.brokers import BrokerView, ClusterView
 from statemachines.election import (
     SELECTED,
     ElectionStrategy,
     LeadershipChange,
+    Stages,
     initial_leadership,
     stage_online,
 )
-from statemachines.state_change_errors import ERRORS, appended, entry, existing
+from statemachines.state_change_errors import ERRORS, ERRORS_TYPE, appended, entry
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
 
@@ -178,19 +178,56 @@ def _transition(
     strategy: ElectionStrategy | None,
 ) -> DataFrame:
     w = s.width(state_df)
-    keep = _carried(state_df, w)
+    keep = tuple(_carried(state_df, w))
+    errors = ERRORS in df.columns
+    if target_state != PartitionState.OnlinePartition:
+        stages, out = _transition_columns(w, target_state, None, None, errors, keep)
+    else:
+        if view is None:
+            raise ValueError(
+                "OnlinePartition needs the cluster view (live and shutting-down brokers)"
+            )
+        # Read from columns, the view leaves the Columns the same from one event to the next:
+        # they are built once (hundreds of JVM round trips) and the view's sets added as data.
+        as_columns = view.as_columns()
+        if as_columns is None:
+            stages, out = _transition_columns.__wrapped__(
+                w, target_state, view, strategy, errors, keep
+            )
+        else:
+            columns_view, literals = as_columns
+            df = df.withColumns(literals)
+            stages, out = _transition_columns(w, target_state, columns_view, strategy, errors, keep)
+    for stage in stages:
+        df = df.withColumns(stage)
+    return df.select(*out)
+
+
+@lru_cache(maxsize=64)
+def _transition_columns(
+    w: int,
+    target_state: PartitionState,
+    view: BrokerView | None,
+    strategy: ElectionStrategy | None,
+    errors: bool,
+    keep: tuple[str, ...],
+) -> tuple[Stages, list[Column | str]]:
+    """The stages to add to a selected table (``_selection``), and the output's Columns."""
     current = F.col(s.STATE_CODE)
     valid = valid_previous_column(current, target_state, VALID_PREVIOUS_STATES)
     selected = F.col(SELECTED)
     target = int(target_state)
     invalid_entry = (selected & ~valid, entry(None, current, target, None))
+    before = F.col(ERRORS) if errors else F.lit(None).cast(ERRORS_TYPE)
 
     if target_state != PartitionState.OnlinePartition:
-        out = df.select(
-            *[c for c in s.compact_columns(w) if c != s.STATE_CODE],
+        state = (
             F.when(selected & valid, F.lit(int(target_state)).cast("byte"))
             .otherwise(current)
-            .alias(s.STATE_CODE),
+            .alias(s.STATE_CODE)
+        )
+        return [], [
+            *(state if c == s.STATE_CODE else c for c in s.compact_columns(w)),
             *keep,
             F.when(~selected, int(Outcome.UNTOUCHED))
             .when(valid, int(Outcome.STATE_CHANGED))
@@ -199,24 +236,23 @@ def _transition(
             F.lit(None).cast("string").alias(FAILURE),
             F.lit(0).alias(LeadershipChange.RECIPIENTS),
             F.lit(False).alias(LeadershipChange.UNCLEAN),
-            appended(existing(df), [invalid_entry]),
-        )
-        return out.select(*s.compact_columns(w), *keep, *_RESULT_COLS, ERRORS)
+            appended(before, [invalid_entry]),
+        ]
 
-    if view is None:
-        raise ValueError("OnlinePartition needs the cluster view (live and shutting-down brokers)")
+    assert view is not None
     from_new = current == int(PartitionState.NewPartition)
-    df = stage_online(df, w, view)
-    df, init = initial_leadership(df, w)
+    init_stage, init = initial_leadership(w)
+    stages: Stages = [stage_online(w, view), init_stage]
     # Without a strategy only NewPartition rows can move; Kafka requires one for elections.
     elect = None
     if strategy is not None:
-        df, elect = strategy.change(df, w, view)
+        elected, elect = strategy.change(w, view)
+        stages += elected
     change = LeadershipChange.choose(from_new, init, elect)
-    df = df.withColumns({"_attempted": selected & valid, "_ok": change.ok})
-    df = df.withColumn("_written", F.col("_attempted") & F.col("_ok"))
+    stages.append({"_attempted": selected & valid, "_ok": change.ok})
+    stages.append({"_written": F.col("_attempted") & F.col("_ok")})
     written = F.col("_written")
-    out = df.select(
+    out = [
         s.TOPIC_INDEX,
         s.PARTITION,
         *(s.replica_col(k) for k in range(w)),
@@ -230,7 +266,7 @@ def _transition(
         F.when(written, change.leader).otherwise(F.col(s.LEADER)).alias(s.LEADER),
         F.when(written, change.leader_epoch).otherwise(F.col(s.LEADER_EPOCH)).alias(s.LEADER_EPOCH),
         F.when(written, change.zk_version).otherwise(F.col(s.ZK_VERSION)).alias(s.ZK_VERSION),
-        F.when(written, runtime_int(view.controller_epoch))
+        F.when(written, view.epoch_column())
         .otherwise(F.col(s.CONTROLLER_EPOCH))
         .alias(s.CONTROLLER_EPOCH),
         F.when(written, F.lit(int(PartitionState.OnlinePartition)).cast("byte"))
@@ -246,14 +282,14 @@ def _transition(
         F.when(written, change.recipients).otherwise(0).alias(LeadershipChange.RECIPIENTS),
         (written & change.unclean).alias(LeadershipChange.UNCLEAN),
         appended(
-            existing(df),
+            before,
             [
                 invalid_entry,
                 (F.col("_attempted") & ~F.col("_ok"), entry(None, current, target, change.failure)),
             ],
         ),
-    )
-    return out
+    ]
+    return stages, out
 
 
 def _carried(df: DataFrame, w: int) -> list[str]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import reduce
+from functools import lru_cache, reduce
 from types import MappingProxyType
 
 from pyspark.sql import Column, DataFrame
@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import compact, has_leadership, in_list, runtime_int
-from statemachines.state_change_errors import ERRORS, appended, entry, existing
+from statemachines.state_change_errors import ERRORS, ERRORS_TYPE, appended, entry
 from statemachines.state_change_errors import PARTITION as PARTITION_NAME
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
@@ -76,6 +76,7 @@ VALID_PREVIOUS_STATES: MappingProxyType[ReplicaState, frozenset[ReplicaState]] =
 
 ISR_WRITES = "isr_writes"
 _TARGET_BROKERS = "_target_brokers"
+_EPOCH = "_writer_epoch"
 
 ReplicaSelector = BrokerSet | Callable[[Column, int], Column] | DataFrame
 
@@ -110,11 +111,26 @@ class ReplicaStateChangeResult:
         return self.outcomes.select(*s.compact_columns(s.width(self.outcomes)))
 
 
-def _per_replica_report(
-    df: DataFrame, w: int, flags: list[Column], extra: dict[str, Column]
-) -> DataFrame:
-    """One row per flagged (partition, position): key, broker, current state and ``extra``."""
-    any_flag = reduce(lambda a, b: a | b, flags, F.lit(False))
+@dataclass(frozen=True)
+class _Report:
+    """One row per flagged (partition, position): the filter, the exploded entries, the output."""
+
+    any_flag: Column
+    entries: Column
+    output: tuple[Column | str, ...]
+
+    def of(self, df: DataFrame) -> DataFrame:
+        exploded = (
+            df.where(self.any_flag)
+            .select(s.TOPIC_INDEX, s.PARTITION, F.explode(self.entries).alias("e"))
+            .where(F.col("e.flag"))
+        )
+        return exploded.select(*self.output)
+
+
+def _per_replica_report(w: int, flag: str, extra: dict[str, Column]) -> _Report:
+    """Key, broker, current state and ``extra`` of each position whose ``{flag}_k`` holds."""
+    flags = [F.col(f"{flag}_{k}") for k in range(w)]
     entries = F.array(
         *[
             F.struct(
@@ -125,18 +141,14 @@ def _per_replica_report(
             for k in range(w)
         ]
     )
-    exploded = (
-        df.where(any_flag)
-        .select(s.TOPIC_INDEX, s.PARTITION, F.explode(entries).alias("e"))
-        .where(F.col("e.flag"))
-    )
-    return exploded.select(
+    output = (
         s.TOPIC_INDEX,
         s.PARTITION,
         F.col("e." + s.BROKER).alias(s.BROKER),
         state_name_column(F.col("e.code"), ReplicaState).alias("current_state"),
         *[v.alias(k) for k, v in extra.items()],
     )
+    return _Report(reduce(lambda a, b: a | b, flags, F.lit(False)), entries, output)
 
 
 def handle_state_changes(
@@ -154,15 +166,41 @@ def handle_state_changes(
     s.check_compact(state_df)
     w = s.width(state_df)
     model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS}
-    carried = [c for c in state_df.columns if c not in model]
+    carried = tuple(c for c in state_df.columns if c not in model)
     df, chosen = _selected(state_df, targets, w)
+    # The event's own values are data: the rest of the plan's Columns are built once per shape.
+    first = {f"_chosen_{k}": c for k, c in enumerate(chosen)}
+    if controller_epoch is not None:
+        first[_EPOCH] = runtime_int(controller_epoch)
+    df = df.withColumns(first)
+    plan = _plan(w, target_state, controller_epoch is not None, ERRORS in df.columns, carried)
+    for stage in plan.stages:
+        df = df.withColumns(stage)
+    return ReplicaStateChangeResult(
+        df.select(*plan.outcomes), plan.invalid.of(df), plan.failed.of(df), target_state
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    stages: tuple[dict[str, Column], ...]
+    outcomes: tuple[Column | str, ...]
+    invalid: _Report
+    failed: _Report
+
+
+@lru_cache(maxsize=64)
+def _plan(
+    w: int, target_state: ReplicaState, stamp_epoch: bool, errors: bool, carried: tuple[str, ...]
+) -> _Plan:
+    """The Columns of a transition over a table with ``_chosen_k`` (and ``_writer_epoch``)."""
     codes = [F.col(s.replica_state_col(k)) for k in range(w)]
     leadership = has_leadership()
     staged: dict[str, Column] = {}
     for k in range(w):
         present = F.col(s.replica_col(k)) != s.EMPTY_SLOT
         valid = valid_previous_column(codes[k], target_state, VALID_PREVIOUS_STATES)
-        sel = chosen[k] & present
+        sel = F.col(f"_chosen_{k}") & present
         fails = F.lit(False)
         if target_state == ReplicaState.NewReplica:
             fails = leadership & (F.col(s.LEADER) == F.col(s.replica_col(k)))
@@ -170,7 +208,7 @@ def handle_state_changes(
         staged[f"_failed_{k}"] = sel & valid & fails
         staged[f"_apply_{k}"] = sel & valid & ~fails
     # Staged flags keep later expressions small (each is referenced many times).
-    df = df.withColumns(staged)
+    stages = [staged]
     apply = [F.col(f"_apply_{k}") for k in range(w)]
 
     target_code = F.lit(int(target_state)).cast("byte")
@@ -181,31 +219,32 @@ def handle_state_changes(
     columns[ISR_WRITES] = F.lit(0)
 
     if target_state == ReplicaState.OfflineReplica:
-        df, changes = _remove_from_isr(df, w, apply, leadership, controller_epoch)
+        more, changes = _remove_from_isr(w, apply, leadership, stamp_epoch)
+        stages += more
         columns.update(changes)
     elif target_state == ReplicaState.NonExistentReplica:
-        df, changes = _remove_from_assignment(df, w, apply, new_states)
+        more, changes = _remove_from_assignment(w, apply, new_states)
+        stages += more
         columns.update(changes)
 
-    columns[ERRORS] = appended(existing(df), _error_entries(w, target_state))
-    outcomes = df.select(*[v.alias(k) for k, v in columns.items()], *carried)
+    before = F.col(ERRORS) if errors else F.lit(None).cast(ERRORS_TYPE)
+    columns[ERRORS] = appended(before, _error_entries(w, target_state))
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
-        df,
         w,
-        [F.col(f"_invalid_{k}") for k in range(w)],
+        "_invalid",
         {
             "target_state": F.lit(target_state.name),
             "valid_previous_states": F.lit(allowed),
         },
     )
     failed = _per_replica_report(
-        df,
         w,
-        [F.col(f"_failed_{k}") for k in range(w)],
+        "_failed",
         {"failure": F.lit("Replica is the partition's leader and cannot become NewReplica")},
     )
-    return ReplicaStateChangeResult(outcomes, invalid, failed, target_state)
+    outcomes = (*[v.alias(k) for k, v in columns.items()], *carried)
+    return _Plan(tuple(stages), outcomes, invalid, failed)
 
 
 def _error_entries(w: int, target_state: ReplicaState) -> list[tuple[Column, Column]]:
@@ -232,17 +271,18 @@ def _error_entries(w: int, target_state: ReplicaState) -> list[tuple[Column, Col
 
 
 def _remove_from_isr(
-    df: DataFrame, w: int, apply: list[Column], leadership: Column, controller_epoch: int | None
-) -> tuple[DataFrame, dict[str, Column]]:
+    w: int, apply: list[Column], leadership: Column, stamp_epoch: bool
+) -> tuple[list[dict[str, Column]], dict[str, Column]]:
     """Closed form of removing each applied replica from the ISR in ascending broker order.
 
     Every removed replica that is in the ISR costs one write. Members not removed keep their
     order; if all ISR members are removed, the last one processed (the largest id) stays, and
-    the leader becomes -1 if it was removed.
+    the leader becomes -1 if it was removed; with ``stamp_epoch`` a write carries the epoch in
+    ``_writer_epoch``.
     """
     reps = [F.col(s.replica_col(k)) for k in range(w)]
     isr = [F.col(s.isr_col(k)) for k in range(w)]
-    df = df.withColumns({f"_removed_{k}": leadership & a for k, a in enumerate(apply)})
+    stages = [{f"_removed_{k}": leadership & a for k, a in enumerate(apply)}]
     removed = [F.col(f"_removed_{k}") for k in range(w)]
 
     def is_removed(broker: Column) -> Column:
@@ -250,11 +290,9 @@ def _remove_from_isr(
             lambda acc, k: acc | (removed[k] & (reps[k] == broker)), range(w), F.lit(False)
         )
 
-    df = df.withColumns(
-        {f"_gone_{j}": (x != s.EMPTY_SLOT) & is_removed(x) for j, x in enumerate(isr)}
-    )
+    stages.append({f"_gone_{j}": (x != s.EMPTY_SLOT) & is_removed(x) for j, x in enumerate(isr)})
     gone = [F.col(f"_gone_{j}") for j in range(w)]
-    df = df.withColumns(
+    stages.append(
         {
             f"_stays_{j}": (x != s.EMPTY_SLOT) & ~g
             for j, (x, g) in enumerate(zip(isr, gone, strict=True))
@@ -278,21 +316,20 @@ def _remove_from_isr(
     out[s.LEADER_EPOCH] = F.col(s.LEADER_EPOCH) + writes
     out[s.ZK_VERSION] = F.col(s.ZK_VERSION) + writes
     out[ISR_WRITES] = writes
-    if controller_epoch is not None:
-        out[s.CONTROLLER_EPOCH] = F.when(touched, runtime_int(controller_epoch)).otherwise(
+    if stamp_epoch:
+        out[s.CONTROLLER_EPOCH] = F.when(touched, F.col(_EPOCH)).otherwise(
             F.col(s.CONTROLLER_EPOCH)
         )
-    return df, out
+    return stages, out
 
 
 def _remove_from_assignment(
-    df: DataFrame, w: int, apply: list[Column], new_states: list[Column]
-) -> tuple[DataFrame, dict[str, Column]]:
+    w: int, apply: list[Column], new_states: list[Column]
+) -> tuple[list[dict[str, Column]], dict[str, Column]]:
     """Drop the applied positions from the assignment, shifting later positions left."""
-    df = df.withColumns(
-        {f"_keep_{k}": ~a & (F.col(s.replica_col(k)) != s.EMPTY_SLOT) for k, a in enumerate(apply)}
-        | {f"_new_state_{k}": st.cast("int") for k, st in enumerate(new_states)}
-    )
+    stage = {
+        f"_keep_{k}": ~a & (F.col(s.replica_col(k)) != s.EMPTY_SLOT) for k, a in enumerate(apply)
+    } | {f"_new_state_{k}": st.cast("int") for k, st in enumerate(new_states)}
     keep = [F.col(f"_keep_{k}") for k in range(w)]
     reps = compact([F.col(s.replica_col(k)) for k in range(w)], keep)
     states = compact([F.col(f"_new_state_{k}") for k in range(w)], keep)
@@ -318,4 +355,4 @@ def _remove_from_assignment(
         )
     out[s.ADDING_MASK] = shifted(s.ADDING_MASK)
     out[s.REMOVING_MASK] = shifted(s.REMOVING_MASK)
-    return df, out
+    return [stage], out

@@ -7,10 +7,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from statemachines import columns as c
-from statemachines import election, reference
+from statemachines import election, reference, replica_states
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.partition_states import PartitionState, handle_state_changes
 from statemachines.reference import Partition, View
+from statemachines.replica_states import ReplicaState
 from tests.frames import compact_frame, read_back
 
 # (#, algorithm, assignment, isr, live, shutting down, unclean, expected leader)
@@ -159,3 +160,37 @@ def test_strategy_rows_spark(spark: SparkSession, kind: str) -> None:
             )
             assert got_recipients == recipients, name
             assert outcome.unclean == (name == "offline-no-live-isr-unclean-on"), name
+
+
+def test_elections_of_one_shape_read_each_events_brokers_and_epoch(spark: SparkSession) -> None:
+    """A transition's Columns are built once per shape and kept; the live brokers and the
+    controller epoch of each event are data they read, so no event sees an earlier one's."""
+    p = Partition("t", 0, (1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=4)
+    df, topics = compact_frame(spark, [p])
+    strategy = election.OfflinePartitionLeaderElectionStrategy()
+    got = []
+    for live, epoch in (({2, 3}, 7), ({3}, 8), ({2, 3}, 9), (set(), 10)):
+        view = ClusterView(BrokerSet.of(live), controller_epoch=epoch)
+        result = handle_state_changes(
+            df, F.lit(True), PartitionState.OnlinePartition, view, strategy
+        )
+        after = read_back([result.outcomes.first()], topics, 3)[0][("t", 0)]
+        got.append((after.leader, after.isr, after.controller_epoch))
+    assert got == [(2, (2, 3), 7), (3, (3,), 8), (2, (2, 3), 9), (1, (1, 2, 3), 0)]
+
+
+def test_isr_removals_of_one_shape_stamp_each_events_epoch_and_brokers(
+    spark: SparkSession,
+) -> None:
+    """The replica machine's Columns are kept per shape too: the replicas an event takes
+    offline and the epoch it writes with are the event's own."""
+    p = Partition("t", 0, (1, 2, 3), isr=(1, 2, 3), leader=1, leader_epoch=4)
+    df, topics = compact_frame(spark, [p])
+    got = []
+    for brokers, epoch in (({3}, 5), ({2}, 6), ({1, 2}, 7)):
+        result = replica_states.handle_state_changes(
+            df, BrokerSet.of(brokers), ReplicaState.OfflineReplica, controller_epoch=epoch
+        )
+        after = read_back([result.outcomes.first()], topics, 3)[0][("t", 0)]
+        got.append((after.leader, after.isr, after.controller_epoch))
+    assert got == [(1, (1, 2), 5), (1, (1, 3), 6), (-1, (3,), 7)]

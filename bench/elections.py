@@ -3,8 +3,10 @@
 Three implementations on identical data, per cluster size (RF 3, 100 brokers, 3 racks, 100
 partitions per topic, fixed seed):
 
-- Spark: the controller's bulk path over the cached compact table (``handle_state_changes`` with
+- Spark: the controller's bulk path over the compact table (``handle_state_changes`` with
   ``OfflinePartitionLeaderElectionStrategy``; ``rebalance.imbalance_ratios``), fully evaluated.
+  The table is stored as the controller stores a committed generation (``--storage checkpoint``:
+  a local checkpoint, rows in memory) or in Spark's columnar cache (``--storage cache``).
 - oracle: the per-partition Python loop of ``statemachines.reference`` (up to ``--oracle-max``).
 - numpy: the same rules vectorised over int32 columns, the single-process limit.
 
@@ -14,7 +16,7 @@ never brings O(partitions) rows to the driver: correctness checks compare the af
 (about 1 % of partitions) and order-independent checksums of the full next generation.
 
     python bench/elections.py [--sizes 1e5,1e6,1e7] [--runs 5] [--oracle-max 1e6]
-                              [--out bench/results/elections.json]
+                              [--storage checkpoint|cache] [--out bench/results/elections.json]
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+# Run as a script, this file's directory comes first on the path, and ``bench/controller.py``
+# would shadow the ``controller`` package.
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+from controller.checkpoint import local_checkpoint, release
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import reference as ref
 from statemachines import schemas as s
@@ -99,16 +107,28 @@ def noop(df: DataFrame) -> None:
 # ---- inputs ----------------------------------------------------------------------------------
 
 
-def build_compact(spark: SparkSession, n: int) -> tuple[DataFrame, DataFrame]:
-    """The generated cluster as a cached, materialised compact table, and its topic dictionary."""
+def stored(df: DataFrame, storage: str) -> DataFrame:
+    """``df`` materialised in ``storage``: a local checkpoint, or the columnar cache."""
+    if storage == "checkpoint":
+        return local_checkpoint(df)
+    cached = df.cache()
+    cached.count()
+    return cached
+
+
+def drop(df: DataFrame) -> None:
+    release(df)
+    df.unpersist()
+
+
+def build_compact(spark: SparkSession, n: int, storage: str) -> tuple[DataFrame, DataFrame]:
+    """The generated cluster as a materialised compact table, and its topic dictionary."""
     cluster = generate_cluster(
         spark, BROKERS, RACKS, n // PARTITIONS_PER_TOPIC, PARTITIONS_PER_TOPIC, RF, seed=SEED
     )
     topics = topic_dictionary(cluster.partitions).cache()
     topics.count()
-    compact = to_compact(cluster.partitions, topics, RF).cache()
-    compact.count()
-    return compact, topics
+    return stored(to_compact(cluster.partitions, topics, RF), storage), topics
 
 
 def imbalance_input(next_generation: DataFrame) -> DataFrame:
@@ -396,11 +416,11 @@ def check_imbalance(
 
 
 def bench_size(
-    spark: SparkSession, n: int, runs: int, oracle_max: int, failed_broker: int
+    spark: SparkSession, n: int, runs: int, oracle_max: int, failed_broker: int, storage: str
 ) -> list[dict[str, Any]]:
     w = RF
     setup = time.perf_counter()
-    compact, topics = build_compact(spark, n)
+    compact, topics = build_compact(spark, n, storage)
     names_table = topics.orderBy(s.TOPIC_INDEX).toArrow()
     names = [str(x) for x in names_table.column(s.TOPIC).to_pylist()]
     if names_table.column(s.TOPIC_INDEX).to_pylist() != list(range(len(names))):
@@ -419,7 +439,7 @@ def bench_size(
 
     a = to_arrays(compact, s.compact_columns(w))
     setup_s = time.perf_counter() - setup
-    print(f"[{n:.0e}] setup {setup_s:.1f}s, cached partitions {compact.rdd.getNumPartitions()}")
+    print(f"[{n:.0e}] setup {setup_s:.1f}s, {storage} partitions {compact.rdd.getNumPartitions()}")
 
     # -- correctness of the election: affected rows (≈1 %) Spark vs numpy, full generation by checksum
     spark_rows = to_arrays(
@@ -513,9 +533,8 @@ def bench_size(
     gc.collect()
 
     # -- 2. preferred-leader imbalance on a generation where leadership has moved
-    moved = imbalance_input(election().partitions).cache()
-    moved.count()
-    compact.unpersist()
+    moved = stored(imbalance_input(election().partitions), storage)
+    drop(compact)
     cols = [
         s.TOPIC_INDEX,
         s.PARTITION,
@@ -538,7 +557,7 @@ def bench_size(
     orc = measure(lambda: ref.imbalance_ratios(orc_records), runs) if oracle_on else None
     record("imbalance ratio per broker", sp, orc, nump, summary)
 
-    moved.unpersist()
+    drop(moved)
     topics.unpersist()
     orc_records.clear()
     gc.collect()
@@ -580,6 +599,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failed-broker", type=int, default=0, help="the broker that fails")
     parser.add_argument("--driver-memory", default="6g", help="JVM heap (cached inputs at 1e7)")
     parser.add_argument(
+        "--storage",
+        choices=("checkpoint", "cache"),
+        default="checkpoint",
+        help="how the input table is held: as the controller holds a generation, or columnar",
+    )
+    parser.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -602,14 +627,16 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     results: list[dict[str, Any]] = []
     for n in sizes:
-        results += bench_size(spark, n, args.runs, int(float(args.oracle_max)), args.failed_broker)
+        results += bench_size(
+            spark, n, args.runs, int(float(args.oracle_max)), args.failed_broker, args.storage
+        )
     load_end = os.getloadavg()
 
     table = markdown(results)
     line = (
         f"Machine: {info['cores']} cores, Spark master {info['spark_master']}, "
         f"Java {info['java']}, pyspark {info['pyspark']}, Python {info['python']}, "
-        f"numpy {info['numpy']}; load average (1/5/15 min) at start "
+        f"numpy {info['numpy']}; input held as {args.storage}; load average (1/5/15 min) at start "
         f"{'/'.join(f'{x:.2f}' for x in load_start)}, at end {'/'.join(f'{x:.2f}' for x in load_end)}; "
         f"medians of {args.runs} runs after one warm-up."
     )
@@ -626,6 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs": args.runs,
             "oracle_max": int(float(args.oracle_max)),
             "failed_broker": args.failed_broker,
+            "storage": args.storage,
             "spark_conf": extra,
             "brokers": BROKERS,
             "racks": RACKS,

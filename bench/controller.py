@@ -28,8 +28,8 @@ stay out of the ISRs). A controller's broker moves its leaderships away before i
 elections made during a failover are not mirrored to ZooKeeper yet (see ``controller_leaves``).
 Any automatic follower catch-up of the emulation is pushed past the end of the run.
 
-Also: a burst of 1,000 single-partition ISR changes (``EmulatedCluster.isr_change``, when the
-emulation has it), events/s from the first write until the controller is idle; driver memory
+Also: a burst of 1,000 single-partition ISR changes (``EmulatedCluster.isr_changes``: leaders
+shrinking them in one pass), events/s from the first write until the controller is idle; driver memory
 (Python RSS, JVM heap after a full GC, cached blocks) after setup and after the events; and a
 lineage check on the ``--lineage-size`` cluster: ``--lineage-events`` alternating small events
 (an ElectLeaders of one partition, a crash or return of one broker), first 20 vs last 20.
@@ -464,12 +464,15 @@ def isr_burst(bench: Bench, offset: int, changes: int, alter_isr: bool) -> dict[
 
     With ``alter_isr`` False each change is the leader's state-znode write plus an
     ``/isr_change_notification`` node (IBP < 2.7); with True it is one AlterIsr request (2.7+).
-    Partitions are taken topic by topic from topic ``offset``. Returns None when the emulation
-    has no ``isr_change`` yet.
+    The leaders make them in one pass (``EmulatedCluster.isr_changes``, as Kafka's ISR
+    expiration task; one ``isr_change`` after another in releases without it). Partitions are
+    taken topic by topic from topic ``offset``. Returns None when the emulation has no
+    ``isr_change`` yet.
     """
     change = getattr(bench.cluster, "isr_change", None)
     if change is None:
         return None
+    one_pass = getattr(bench.cluster, "isr_changes", None)
     topics = bench.n // PARTITIONS_PER_TOPIC
     picked = [
         (f"topic-{(offset + i // PARTITIONS_PER_TOPIC) % topics}", i % PARTITIONS_PER_TOPIC)
@@ -492,8 +495,11 @@ def isr_burst(bench: Bench, offset: int, changes: int, alter_isr: bool) -> dict[
     mark = len(bench.records)
     started = time.perf_counter()
     try:
-        for topic, partition, isr in shrinks:
-            change(topic, partition, isr)
+        if one_pass is not None:
+            one_pass(shrinks)
+        else:
+            for topic, partition, isr in shrinks:
+                change(topic, partition, isr)
         written = time.perf_counter()
         bench.cluster.drain()
     finally:

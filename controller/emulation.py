@@ -17,7 +17,7 @@ past the end of the run keeps lagging replicas out of the ISR.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -211,6 +211,14 @@ class EmulatedCluster:
         else:
             admin.update_leader_and_isr(leader.zk, topic, partition, isr)
             admin.propagate_isr_changes(leader.zk, [(topic, partition)])
+
+    def isr_changes(self, changes: Sequence[tuple[str, int, list[int]]]) -> None:
+        """Leaders change many ISRs in one pass, as Kafka's ISR expiration task shrinks every
+        lagging partition of its broker; each change is an ``isr_change``."""
+        if isinstance(self.store, InMemoryZooKeeper):
+            self.store.prefetch_partitions([(t, p) for t, p, _ in changes])
+        for topic, partition, isr in changes:
+            self.isr_change(topic, partition, isr)
 
     def _send_alter_isr(self, leader: int, items: dict[ev.TopicPartition, ev.AlterIsrItem]) -> None:
         active = self.active_controller()

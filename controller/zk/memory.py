@@ -185,6 +185,12 @@ class InMemoryZooKeeper:
         node.pzxid = zxid
         return [*events, (CHILD, path)]
 
+    def prefetch_partitions(self, keys: list[tuple[str, int]]) -> None:
+        """Load the partition znodes single ops on ``keys`` will touch in one Spark job: one
+        by one, a burst over many topics would read the whole table once per topic."""
+        with self.lock:
+            self.partitions.prefetch(keys)
+
     def read_states(self) -> DataFrame | None:
         with self.lock:
             return self.partitions.states()

@@ -7,6 +7,7 @@ table has no row); ``merged_rows`` then decides each outcome and the new node co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -81,3 +82,23 @@ def without_base(upd: DataFrame) -> DataFrame:
 def superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
     """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
     return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)
+
+
+def rows_where(
+    base: DataFrame | None, delta: DataFrame | None, wanted: Column, columns: Sequence[str]
+) -> list[dict[str, Any]]:
+    """``columns`` of the rows matching ``wanted`` (a ``delta`` row in place of its key's
+    ``base`` row), in one job: the delta is scanned beside the base, not broadcast against it."""
+    if base is None:
+        return []
+    if delta is None:
+        return [r.asDict() for r in base.filter(wanted).select(*columns).collect()]
+    keyed = list(dict.fromkeys((*KEY, *columns)))
+    tagged = [
+        frame.filter(wanted).select(*keyed).withColumn("_in_delta", F.lit(in_delta))
+        for frame, in_delta in ((base, False), (delta, True))
+    ]
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in sorted(tagged[0].unionByName(tagged[1]).collect(), key=lambda r: r["_in_delta"]):
+        rows[(r[0], r[1])] = {c: r[c] for c in columns}
+    return list(rows.values())

@@ -33,13 +33,18 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
-from controller.zk.memory_merge import failed_rows, merged_rows, superseded, without_base
+from controller.zk.memory_merge import (
+    failed_rows,
+    merged_rows,
+    rows_where,
+    superseded,
+    without_base,
+)
 from controller.zk.memory_rows import (
     INTERNAL_SCHEMA,
     KEY,
@@ -112,7 +117,8 @@ class PartitionRegion:
         if match is None or not self.counts.get(match.group(1)):
             return []
         topic = match.group(1)
-        names = {r[PARTITION] for r in self._rows_where(F.col(TOPIC) == topic, PARTITION)}
+        rows = rows_where(self.base, self.delta, F.col(TOPIC) == topic, [PARTITION])
+        names = {r[PARTITION] for r in rows}
         for (t, p), entry in self.overlay.items():
             if t == topic:
                 (names.add if entry.partition is not None else names.discard)(p)
@@ -143,35 +149,30 @@ class PartitionRegion:
     # -- materialising single rows ---------------------------------------------------------
     def _entry(self, key: Key) -> Entry:
         entry = self.overlay.get(key)
-        if entry is not None:
-            return entry
-        topic = key[0]
-        if self.counts.get(topic):
-            # One Spark job materialises the whole topic (up to a limit): single ops come in
-            # bursts over one topic's partitions (leaders' ISR writes, admin reads).
-            wanted = F.col(TOPIC) == topic
-            if self.counts[topic] > TOPIC_LOAD_LIMIT:
-                wanted = wanted & (F.col(PARTITION) == key[1])
-            for row in self._rows_where(wanted, *ROW_COLUMNS):
-                self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row))
-        return self.overlay.setdefault(key, Entry(None, None))
+        if entry is None:
+            self.prefetch([key])
+            entry = self.overlay[key]
+        return entry
 
-    def _rows_where(self, wanted: Column, *columns: str) -> list[dict[str, Any]]:
-        """``columns`` of the rows matching ``wanted`` (a delta row in place of its key's base
-        row), in one job: the delta is scanned beside the base, not broadcast against it."""
-        if self.base is None:
-            return []
-        if self.delta is None:
-            return [r.asDict() for r in self.base.filter(wanted).select(*columns).collect()]
-        keyed = list(dict.fromkeys((*KEY, *columns)))
-        tagged = [
-            frame.filter(wanted).select(*keyed).withColumn("_in_delta", F.lit(in_delta))
-            for frame, in_delta in ((self.base, False), (self.delta, True))
-        ]
-        rows: dict[Key, dict[str, Any]] = {}
-        for r in sorted(tagged[0].unionByName(tagged[1]).collect(), key=lambda r: r["_in_delta"]):
-            rows[(r[0], r[1])] = {c: r[c] for c in columns}
-        return list(rows.values())
+    def prefetch(self, keys: list[Key]) -> None:
+        """Materialise the rows single ops on ``keys`` will touch, in one Spark job.
+
+        A key's first touch loads its whole topic (one partition's row above
+        ``TOPIC_LOAD_LIMIT``), as single ops come in bursts over a topic's partitions (leaders'
+        ISR writes, admin reads); each load is a pass over the whole table.
+        """
+        missing = [k for k in dict.fromkeys(keys) if k not in self.overlay]
+        stored = [k for k in missing if self.counts.get(k[0])]  # the topic has rows
+        if stored:
+            whole = {t for t, _ in stored if self.counts[t] <= TOPIC_LOAD_LIMIT}
+            single = [f"{t}/{p}" for t, p in stored if t not in whole]
+            wanted = F.col(TOPIC).isin(sorted(whole))
+            if single:
+                wanted = wanted | F.concat_ws("/", TOPIC, PARTITION).isin(single)
+            for row in rows_where(self.base, self.delta, wanted, ROW_COLUMNS):
+                self.overlay.setdefault((row[TOPIC], row[PARTITION]), from_row(row))
+        for key in missing:  # not in the table: the node does not exist
+            self.overlay.setdefault(key, Entry(None, None))
 
     # -- generations -----------------------------------------------------------------------
     @property

@@ -336,3 +336,37 @@ def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
     assert store.partitions.delta is None
     store.close()
     assert cached() - before == set()
+
+
+def test_a_prefetch_reads_the_partitions_of_many_topics_for_the_single_ops_after_it(
+    spark,
+) -> None:
+    zk = _Started(InMemoryZooKeeper())
+    client, epoch_version = _cluster(zk, ["t0", "t1", "t2", "t3"])
+    store = PartitionStateStore(client)
+    store.write_states(_states(spark, 40, 4), epoch_version)
+    rewritten = store.read_states(spark).filter((F.col(TOPIC) == "t1") & (F.col(PARTITION) == 2))
+    store.write_states(rewritten.withColumn(LEADER_EPOCH, F.lit(9)), epoch_version)  # a delta row
+
+    zk.store.prefetch_partitions([("t0", 1), ("t1", 2), ("t3", 0), ("t2", 99)])
+    group = "single ops after a prefetch"
+    spark.sparkContext.setJobGroup(group, group)
+    try:
+        states = {
+            (t, p): client.get(PartitionStateZNode.path(t, p))
+            for t in ("t0", "t1", "t2", "t3")
+            for p in range(10)
+        }
+        assert client.exists(PartitionStateZNode.path("t2", 99)) is None
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+    decoded = {k: (PartitionStateZNode.decode(d, "s"), st.version) for k, (d, st) in states.items()}
+    assert {k: (s.leader, s.leader_epoch, v) for k, (s, v) in decoded.items()} == {
+        (f"t{i % 4}", i // 4): (
+            i % 5,
+            9 if (i % 4, i // 4) == (1, 2) else 0,
+            int((i % 4, i // 4) == (1, 2)),
+        )
+        for i in range(40)
+    }

@@ -23,7 +23,7 @@ from controller.diff import CHANGE, CREATED, can_stamp, stale_rows, stamp_change
 from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.brokers import BrokerSet, BrokerView, ClusterView
 from statemachines.columns import any_of, has_leadership, in_list, in_topics
 from statemachines.local_rows import local_frame
 from statemachines.partition_states import PartitionState
@@ -227,16 +227,19 @@ class ControllerContext:
         table = local_checkpoint(table, eager=False)
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
+        # The view's brokers are data the cached Columns read (``ClusterView.as_columns``).
+        view: BrokerView = self.view()
+        view, literals = view.as_columns() or (view, {})
         aggregates = _gauge_columns(
             w,
-            self.view(),
+            view,
             tuple(self.deleting),
             tuple(sorted(self.deletion.topics_with_deletion_started)),
             tuple(counters),
             bool(errors),
             bool(stamps),
         )
-        aggregated = table.agg(*aggregates)
+        aggregated = table.withColumns(literals).agg(*aggregates)
         diff = None
         if stamps and diff_totals is not None:
             # The diff is a filter of the new rows: materialised and totalled by the same job
@@ -288,7 +291,7 @@ class ControllerContext:
 @lru_cache(maxsize=16)
 def _gauge_columns(
     w: int,
-    view: ClusterView,
+    view: BrokerView,
     deleting: tuple[int, ...],
     started: tuple[int, ...],
     counters: tuple[str, ...],
@@ -343,7 +346,7 @@ def _under_replicated(w: int) -> Column:
     return has_leadership() & (F.col(s.LEADER) >= 0) & any_of(missing)
 
 
-def lagging_positions(w: int, view: ClusterView) -> list[Column]:
+def lagging_positions(w: int, view: BrokerView) -> list[Column]:
     """Per position: a live follower in an online state outside the ISR (it will catch up).
 
     Followers on shutting-down brokers do not: they stop fetching and the broker exits."""
@@ -358,7 +361,7 @@ def lagging_positions(w: int, view: ClusterView) -> list[Column]:
     ]
 
 
-def _lagging(w: int, view: ClusterView) -> Column:
+def _lagging(w: int, view: BrokerView) -> Column:
     """A partition led by a live broker with a lagging follower."""
     leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
     return has_leadership() & leader_live & any_of(lagging_positions(w, view))

@@ -29,8 +29,8 @@ elections made during a failover are not mirrored to ZooKeeper yet (see ``contro
 Any automatic follower catch-up of the emulation is pushed past the end of the run.
 
 Also: a burst of 1,000 single-partition ISR changes (``EmulatedCluster.isr_changes``: leaders
-shrinking them in one pass), events/s from the first write until the controller is idle; driver memory
-(Python RSS, JVM heap after a full GC, cached blocks) after setup and after the events; and a
+shrinking them in one pass), events/s from the first write until the controller is idle; driver
+memory (Python RSS, JVM heap after a full GC, cached blocks) after setup and after the events; and a
 lineage check on the ``--lineage-size`` cluster: ``--lineage-events`` alternating small events
 (an ElectLeaders of one partition, a crash or return of one broker), first 20 vs last 20.
 

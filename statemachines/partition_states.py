@@ -38,7 +38,7 @@ from statemachines.election import (
     initial_leadership,
     stage_online,
 )
-from statemachines.state_change_errors import ERRORS, ERRORS_TYPE, appended, entry
+from statemachines.state_change_errors import ERRORS, appended, entry, existing
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
 
@@ -180,24 +180,17 @@ def _transition(
     w = s.width(state_df)
     keep = tuple(_carried(state_df, w))
     errors = ERRORS in df.columns
-    if target_state != PartitionState.OnlinePartition:
-        stages, out = _transition_columns(w, target_state, None, None, errors, keep)
-    else:
+    view_columns: BrokerView | None = None
+    if target_state == PartitionState.OnlinePartition:
         if view is None:
             raise ValueError(
                 "OnlinePartition needs the cluster view (live and shutting-down brokers)"
             )
         # Read from columns, the view leaves the Columns the same from one event to the next:
         # they are built once (hundreds of JVM round trips) and the view's sets added as data.
-        as_columns = view.as_columns()
-        if as_columns is None:
-            stages, out = _transition_columns.__wrapped__(
-                w, target_state, view, strategy, errors, keep
-            )
-        else:
-            columns_view, literals = as_columns
-            df = df.withColumns(literals)
-            stages, out = _transition_columns(w, target_state, columns_view, strategy, errors, keep)
+        view_columns, literals = view.as_columns() or (view, {})
+        df = df.withColumns(literals)
+    stages, out = _transition_columns(w, target_state, view_columns, strategy, errors, keep)
     for stage in stages:
         df = df.withColumns(stage)
     return df.select(*out)
@@ -218,7 +211,7 @@ def _transition_columns(
     selected = F.col(SELECTED)
     target = int(target_state)
     invalid_entry = (selected & ~valid, entry(None, current, target, None))
-    before = F.col(ERRORS) if errors else F.lit(None).cast(ERRORS_TYPE)
+    before = existing(errors)
 
     if target_state != PartitionState.OnlinePartition:
         state = (

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import compact, has_leadership, in_list, runtime_int
-from statemachines.state_change_errors import ERRORS, ERRORS_TYPE, appended, entry
+from statemachines.state_change_errors import ERRORS, appended, entry, existing
 from statemachines.state_change_errors import PARTITION as PARTITION_NAME
 from statemachines.states import allowed_names, state_name_column, valid_previous_column
 
@@ -227,8 +227,7 @@ def _plan(
         stages += more
         columns.update(changes)
 
-    before = F.col(ERRORS) if errors else F.lit(None).cast(ERRORS_TYPE)
-    columns[ERRORS] = appended(before, _error_entries(w, target_state))
+    columns[ERRORS] = appended(existing(errors), _error_entries(w, target_state))
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
         w,

@@ -56,9 +56,9 @@ def entry(broker: Column | None, current: Column, target: int, failure: Column |
     )
 
 
-def existing(df: DataFrame) -> Column:
-    """The errors a row already carries (null when the input has no such column)."""
-    return F.col(ERRORS) if ERRORS in df.columns else F.lit(None).cast(ERRORS_TYPE)
+def existing(carried: bool) -> Column:
+    """The errors a row already carries: the column if the table ``carried`` it, else null."""
+    return F.col(ERRORS) if carried else F.lit(None).cast(ERRORS_TYPE)
 
 
 def appended(before: Column, entries: Sequence[tuple[Column, Column]]) -> Column:
@@ -78,4 +78,4 @@ def error_count() -> Column:
 
 def with_errors(df: DataFrame) -> DataFrame:
     """``df`` with an (empty) errors column if it has none, so a handler can list it."""
-    return df if ERRORS in df.columns else df.withColumn(ERRORS, existing(df))
+    return df if ERRORS in df.columns else df.withColumn(ERRORS, existing(False))

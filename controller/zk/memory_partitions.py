@@ -6,7 +6,7 @@ znode's payload decoded into columns and both nodes' stats), not as Python objec
 
 * Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise the rows of
   that topic (of that one partition, for topics above ``TOPIC_LOAD_LIMIT``) as ``Znode`` objects
-  on first touch (``prefetch`` loads many topics' in one pass) and keep changes in a small
+  on first touch (``prefetch`` loads many topics in one pass) and keep changes in a small
   driver-side overlay; the overlay is merged into the DataFrame before the next bulk operation.
 * Bulk writes merge a DataFrame of new states with per-row version checks (``bulk_write``). A
   write of up to ``broadcast_rows`` rows (a million) is broadcast over the ``base`` and the

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -80,8 +79,6 @@ class Gauges:
     reassigning_partitions: int = 0
     lagging_followers: int = 0
     counters: dict[str, int] = field(default_factory=dict)
-    # Per collected column: (topic_index, partition, value) of every row where it is set.
-    collected: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
 
 
 class ControllerContext:
@@ -197,7 +194,7 @@ class ControllerContext:
         new_partitions: DataFrame,
         label: str = "",
         counters: Sequence[str] = (),
-        collected: Sequence[str] = (),
+        kept: Sequence[str] = (),
         diff_totals: DiffTotals | None = None,
     ) -> Gauges:
         """Swap in ``new_partitions`` (compact) as the next generation; one Spark action.
@@ -206,8 +203,7 @@ class ControllerContext:
         the per-partition ``counters`` columns a handler attached (``Gauges.counters``), in the
         same pass. The counters stay in the cached frame; ``partitions`` projects them away.
         So do the rows' ``state_change_errors``, whose number is counted under that name, and
-        the ``collected`` columns: per-row results, such as replies, whose set values the same
-        pass brings back (``Gauges.collected``) for the handler.
+        the ``kept`` columns (per-row results the handler reads back off ``committed``).
 
         ``diff_totals``: when the generation is ``stamped``, the same action also checkpoints its
         diff and computes these aggregates over it, into ``diff`` and ``diff_totals`` (else
@@ -222,9 +218,7 @@ class ControllerContext:
             if same_width and can_stamp(new_partitions)
             else []
         )
-        table = new_partitions.select(
-            *s.compact_columns(w), *counters, *errors, *collected, *stamps
-        )
+        table = new_partitions.select(*s.compact_columns(w), *counters, *errors, *kept, *stamps)
         self.generation += 1
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event. The
@@ -242,7 +236,6 @@ class ControllerContext:
             tuple(self.deleting),
             tuple(sorted(self.deletion.topics_with_deletion_started)),
             tuple(counters),
-            tuple(collected),
             bool(errors),
             bool(stamps),
         )
@@ -286,7 +279,6 @@ class ControllerContext:
             reassigning_partitions=int(row["reassigning"] or 0),
             lagging_followers=int(row["lagging"] or 0),
             counters={c: int(row[c] or 0) for c in (*counters, *errors)},
-            collected={c: [(int(r[0]), int(r[1]), r[2]) for r in row[c]] for c in collected},
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, gauges)
         return gauges
@@ -303,7 +295,6 @@ def _gauge_columns(
     deleting: tuple[int, ...],
     started: tuple[int, ...],
     counters: tuple[str, ...],
-    collected: tuple[str, ...],
     errors: bool,
     stamps: bool,
 ) -> tuple[Column, ...]:
@@ -325,18 +316,10 @@ def _gauge_columns(
         F.sum(being_reassigned().cast("long")).alias("reassigning"),
         *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
         *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
-        *[_collected(c).alias(c) for c in collected],
         *([F.sum(error_count()).alias(ERRORS)] if errors else []),
         F.count(F.lit(1)).alias("_rows"),
         *(_stamp_totals() if stamps else ()),
     )
-
-
-def _collected(c: str) -> Column:
-    """(topic_index, partition, value) of the rows where ``c`` is set (``collect_list`` skips
-    nulls): a handful of rows an event asked about, not a table."""
-    found = F.struct(F.col(s.TOPIC_INDEX), F.col(s.PARTITION), F.col(c))
-    return F.collect_list(F.when(F.col(c).isNotNull(), found))
 
 
 def _stamp_totals() -> tuple[Column, ...]:

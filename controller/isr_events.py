@@ -217,15 +217,17 @@ class IsrEvents(_Controller):
             write.cast("int").alias(ISR_UPDATED),
             ALTER_ISR_ERROR,
         )
-        # The replies come back with the commit's own pass: no second read of the generation.
-        gauges = self._commit(
-            out, "AlterIsrReceived", extra=(ISR_UPDATED,), collected=(ALTER_ISR_ERROR,)
-        )
+        # The replies are read off the committed generation: one evaluation makes both.
+        self._commit(out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,))
+        committed = self.ctx.committed
+        assert committed is not None
         names = {t.index: t.name for t in self.ctx.topics.values()}
-        return {
-            ev.TopicPartition(names[index], partition): error
-            for index, partition, error in gauges.collected[ALTER_ISR_ERROR]
+        replied = committed.where(F.col(ALTER_ISR_ERROR).isNotNull())
+        errors = {
+            ev.TopicPartition(names[r[0]], r[1]): r[2]
+            for r in replied.select(*_KEY, ALTER_ISR_ERROR).collect()
         }
+        return errors
 
     # -- §8.6 ----------------------------------------------------------------------------------
     def process_log_dir_event_notification(self, _: ev.LogDirEventNotification) -> None:

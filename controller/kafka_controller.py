@@ -287,13 +287,13 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         label: str,
         extra: tuple[str, ...] = (),
         write_zk: bool = True,
-        collected: tuple[str, ...] = (),
+        kept: tuple[str, ...] = (),
     ) -> Gauges:
         """Commit the next generation, mirror its changed states into ZooKeeper (unless they
         came from there), keep the topic znodes in step, and add to the event's record.
 
-        ``collected``: per-row result columns of ``table`` whose set values the commit's pass
-        returns in ``Gauges.collected`` (see ``ControllerContext.commit``)."""
+        ``kept``: per-row columns of ``table`` that stay in ``ctx.committed`` (see
+        ``ControllerContext.commit``)."""
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
         previous = self.ctx.committed
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
@@ -305,7 +305,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             counts.append(request_count(diff, live, deleting))
             return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
 
-        gauges = self.ctx.commit(table, label, counters, collected, totals_of)
+        gauges = self.ctx.commit(table, label, counters, kept, totals_of)
         committed = self.ctx.committed
         assert committed is not None and self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}

@@ -5,17 +5,23 @@ with those classes. A per-event value that reaches the source (a lambda variable
 long literal, a common subexpression ordered by a literal's hash) makes every event compile anew
 and run cold, which costs seconds at a million partitions. Each test builds the plans of events
 that differ only in such values and compares their sources, or (the ZooKeeper write, whose plan
-is internal to the store) counts the classes a repeated write compiles.
+is internal to the store) counts the classes a repeated write compiles. The last one checks that
+a commit's pass over every row is generated code at all.
 """
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from controller.context import ControllerContext, LiveBroker
+from controller.diff import with_previous
 from controller.handlers import brokers as h
 from controller.requests import request_batches, request_count
 from controller.state_change_log import state_change_lines
+from controller.state_writer import write_totals
 from controller.zk import STATES_SCHEMA, InMemoryZooKeeper, PartitionStateStore
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.reference import Partition
@@ -127,3 +133,34 @@ def test_zookeeper_writes_compile_nothing_new_across_zxids(spark: SparkSession) 
     compiled_at = [v for v in range(3, 9) if write(v)]
     assert len(compiled_at) <= 1, compiled_at
     store.close()
+
+
+def test_a_commits_pass_over_every_row_runs_as_generated_code(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every aggregate of a commit's action must be declarative: an imperative one (collect_list,
+    # percentile) makes Spark plan an ObjectHashAggregate, which it runs without generated code.
+    # At 1e7 an AlterIsr event that collected its replies that way took 18.2 s instead of 12.8 s.
+    ctx = ControllerContext(spark)
+    ctx.add_topic("t", 12)
+    ctx.live_brokers = {b: LiveBroker(b) for b in BROKERS if b != 3}
+    ctx.commit(_cluster(spark)[0])
+    assert ctx.partitions is not None
+    actions: list[DataFrame] = []
+    first = ClassicDataFrame.first
+
+    def recorded(self: ClassicDataFrame) -> object:
+        actions.append(self)
+        return first(self)
+
+    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
+        count = request_count(diff, tuple(ctx.live_brokers))
+        return count.frame, (*write_totals(), *count.aggregates)
+
+    monkeypatch.setattr(ClassicDataFrame, "first", recorded)
+    failed = _failure_plan(with_previous(ctx.partitions, ctx.generation), 3)  # leads t-2
+    gauges = ctx.commit(failed, "BrokerChange", (h.ELECTED, h.ISR_SHRINKS), (), totals)
+    assert ctx.stamped and gauges.counters[h.ELECTED] == 1 and len(actions) == 1
+    plan = actions[0]._jdf.queryExecution().executedPlan().toString()
+    assert "HashAggregate" in plan
+    assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan

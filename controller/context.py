@@ -1,11 +1,13 @@
 """The controller context: driver-side facts, and the current generation of the partitions table.
 
-Everything that grows with partitions lives in the generation (a persisted compact DataFrame, see
+Everything that grows with partitions lives in the generation (persisted compact rows, see
 ``statemachines.schemas``); the driver keeps only brokers, topics and in-flight admin work.
-``commit`` is the one place a generation is swapped: it checkpoints the new table locally (which
-persists it and cuts its lineage), runs ONE Spark action that both materialises it and computes
-the controller gauges (spec §16.1) and, for its caller, the event's diff with its totals, and
-drops the previous generation.
+``commit`` is the one place a generation is swapped. An event whose diff is a filter of its rows
+(``controller.diff``) checkpoints only the rows it touched, which join the delta over the last
+base (``controller.generations``): one action materialises them with the event's totals, and a
+second computes the controller gauges (spec §16.1) over the new table and, for the caller, the
+diff's totals. Any other event checkpoints every row into a new base in one action that also
+computes the gauges (and the diff's totals). The controller frees what a commit replaced.
 """
 
 from __future__ import annotations
@@ -13,25 +15,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
-from controller.diff import CHANGE, CREATED, can_stamp, stale_rows, stamp_changes, stamped_diff
-from controller.handlers.deletion import TopicDeletionManager, deletion_gauges
-from controller.handlers.reassignment import being_reassigned
+from controller.diff import CHANGE, UNCHANGED, can_stamp, stamp_changes, stamped_diff
+from controller.gauges import Gauges, count_changed, count_rows, event_columns, gauge_columns
+from controller.generations import Generations
+from controller.handlers.deletion import TopicDeletionManager
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, BrokerView, ClusterView
-from statemachines.columns import any_of, has_leadership, in_list, in_topics
+from statemachines.columns import any_of
 from statemachines.local_rows import local_frame
-from statemachines.partition_states import PartitionState
-from statemachines.rebalance import preferred_replica_imbalance
-from statemachines.replica_states import ReplicaState
-from statemachines.state_change_errors import ERRORS, error_count
+from statemachines.state_change_errors import ERRORS
 
 log = logging.getLogger(__name__)
+
+CUT = "_cut"  # see ``ControllerContext._commit_touched``
 
 # Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
 # the committer reads (``ControllerContext.commit``).
@@ -57,30 +58,6 @@ class TopicEntry:
     config: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Gauges:
-    """The controller gauges of spec §16.1 computed over one generation.
-
-    ``under_replicated_partitions`` is the cluster-wide sum of Kafka's broker gauge (led
-    partitions whose ISR is smaller than the replica set without adding replicas);
-    ``lagging_followers`` counts partitions with a live follower outside the ISR, which the
-    emulated brokers bring back (``emulation.catch_up_ms``).
-    """
-
-    global_partition_count: int
-    offline_partitions_count: int
-    preferred_replica_imbalance_count: int
-    global_topic_count: int
-    topics_to_delete_count: int = 0
-    replicas_to_delete_count: int = 0
-    topics_ineligible_to_delete_count: int = 0
-    replicas_ineligible_to_delete_count: int = 0
-    under_replicated_partitions: int = 0
-    reassigning_partitions: int = 0
-    lagging_followers: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
-
-
 class ControllerContext:
     """Kafka's ``ControllerContext`` for a bulk controller (spec Appendix A)."""
 
@@ -103,8 +80,11 @@ class ControllerContext:
         self._next_index = 0  # of the next topic added
         self._topics_frame: DataFrame | None = None  # built once per change of ``topics``
         self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
-        self.partitions: DataFrame | None = None
-        self._persisted: DataFrame | None = None
+        self.store = Generations()
+        self.partitions: DataFrame | None = None  # the committed generation (``store.table``)
+        self._committed: DataFrame | None = None  # see ``committed``
+        self._backing: DataFrame | None = None  # the checkpoint behind ``store.base``
+        self.replaced: list[DataFrame] = []  # checkpoints the last commit stopped reading
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
@@ -115,8 +95,9 @@ class ControllerContext:
 
     @property
     def committed(self) -> DataFrame | None:
-        """The committed generation as persisted, with the counters of the event that made it."""
-        return self._persisted
+        """The last commit's rows with its per-row results (counters, errors, kept columns):
+        every row, or those the event touched (``commit``)."""
+        return self._committed
 
     # -- brokers -------------------------------------------------------------------------------
     @property
@@ -186,8 +167,24 @@ class ControllerContext:
         loaded = local_checkpoint(table.select(*s.compact_columns(s.width(table))), eager=False)
         self.rows = loaded.count()  # the one pass over ZooKeeper's rows
         self.generation = 0
-        self._persisted = loaded
-        self.partitions = loaded
+        self._swap(lambda: self.store.install(loaded), loaded)
+
+    def frames(self) -> list[DataFrame]:
+        """The checkpoints behind the committed generation (to free when it is dead)."""
+        held = (self._backing, self.store.delta, self._committed)
+        return list({id(f): f for f in held if f is not None}.values())
+
+    def _swap(self, install: Callable[[], None], committed: DataFrame) -> None:
+        """Run ``install`` (a change of ``store``), make ``committed`` the committed rows, and
+        put the checkpoints no longer behind the table in ``replaced``."""
+        before = self.frames()
+        install()
+        self._committed = committed
+        if self.store.delta is None:
+            self._backing = committed
+        self.partitions = self.store.table
+        after = {id(f) for f in self.frames()}
+        self.replaced = [f for f in before if id(f) not in after]
 
     def commit(
         self,
@@ -197,17 +194,21 @@ class ControllerContext:
         kept: Sequence[str] = (),
         diff_totals: DiffTotals | None = None,
     ) -> Gauges:
-        """Swap in ``new_partitions`` (compact) as the next generation; one Spark action.
+        """Swap in ``new_partitions`` (compact) as the next generation.
 
-        The action materialises the persisted table and computes the gauges, and the sums of
-        the per-partition ``counters`` columns a handler attached (``Gauges.counters``), in the
-        same pass. The counters stay in the cached frame; ``partitions`` projects them away.
-        So do the rows' ``state_change_errors``, whose number is counted under that name, and
-        the ``kept`` columns (per-row results the handler reads back off ``committed``).
+        A pass over the new rows computes the gauges, and the sums of the per-partition
+        ``counters`` columns a handler attached (``Gauges.counters``). The counters stay in the
+        ``committed`` rows; ``partitions`` projects them away. So do the rows'
+        ``state_change_errors``, whose number is counted under that name, and the ``kept``
+        columns (per-row results the handler reads back off ``committed``).
 
-        ``diff_totals``: when the generation is ``stamped``, the same action also checkpoints its
-        diff and computes these aggregates over it, into ``diff`` and ``diff_totals`` (else
-        both are None and the caller diffs the generations itself).
+        ``diff_totals``: when the generation is ``stamped``, its diff is materialised too and
+        these aggregates computed over it, into ``diff`` and ``diff_totals`` (else both are None
+        and the caller diffs the generations itself).
+
+        A stamped event writes only the rows it touched (``controller.generations``); the
+        ``committed`` rows are then those, which include every row with a counter, an error or
+        a kept value. Otherwise every row is written, and ``committed`` holds them all.
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
@@ -218,55 +219,37 @@ class ControllerContext:
             if same_width and can_stamp(new_partitions)
             else []
         )
-        table = new_partitions.select(*s.compact_columns(w), *counters, *errors, *kept, *stamps)
+        columns = [*s.compact_columns(w), *counters, *errors, *kept]
         self.generation += 1
-        # A local checkpoint cuts the logical plan at every generation: without it each plan
-        # would carry every ancestor's expressions and planning time would grow per event. The
-        # controller frees replaced generations (``release``); the periodic JVM GC lets Spark's
-        # cleaner free other dropped checkpoints.
-        table = local_checkpoint(table, eager=False)
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
+            # The periodic JVM GC lets Spark's cleaner free dropped checkpoints the controller
+            # does not free itself (``release``).
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         # The view's brokers are data the cached Columns read (``ClusterView.as_columns``).
         view: BrokerView = self.view()
         view, literals = view.as_columns() or (view, {})
-        aggregates = _gauge_columns(
-            w,
-            view,
-            tuple(self.deleting),
-            tuple(sorted(self.deletion.topics_with_deletion_started)),
-            tuple(counters),
-            bool(errors),
-            bool(stamps),
+        gauges = gauge_columns(
+            w, view, tuple(self.deleting), tuple(sorted(self.deletion.topics_with_deletion_started))
         )
-        aggregated = table.withColumns(literals).agg(*aggregates)
-        diff = None
-        if stamps and diff_totals is not None:
-            # The diff is a filter of the new rows: materialised and totalled by the same job
-            # (a second action would plan and run a pass of its own). Dropped below when the
-            # generation turns out not stamped.
-            diff = local_checkpoint(stamped_diff(table), eager=False)
-            frame, totals = diff_totals(diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
-        row = aggregated.first()
-        assert row is not None
-        # The join-free diff holds when every row of the replaced generation is still here (no
-        # row dropped) and every changed row knows its previous values.
-        rows = int(row["_rows"])
-        self.stamped = (
-            bool(stamps)
-            and self.rows is not None
-            and rows == self.rows + int(row["_created"] or 0)
-            and not row["_stale"]
-        )
-        self.rows = rows
-        if diff is not None and not self.stamped:
-            release(diff)
-            diff = None
-        self.diff, self.diff_totals = diff, row if diff is not None else None
-        self._persisted = table
-        self.partitions = table.select(*s.compact_columns(w))
-        gauges = Gauges(
+        events = event_columns(tuple(counters), bool(errors), bool(stamps))
+        row = None
+        if stamps and self.rows is not None and self.store.fits(self.rows):
+            # Rows the event changed, or that carry a result of the handler's.
+            touched = any_of(
+                [
+                    F.col(CHANGE) != UNCHANGED,
+                    *(F.col(c).cast("long") != 0 for c in counters),
+                    *(F.col(c).isNotNull() for c in (*errors, *kept)),
+                ]
+            )
+            row = self._commit_touched(
+                new_partitions, touched, columns, stamps, gauges, events, literals, diff_totals
+            )
+        if row is None:
+            row = self._commit_every_row(
+                new_partitions, columns, stamps, gauges, events, literals, diff_totals
+            )
+        result = Gauges(
             global_partition_count=int(row["with_leadership"] or 0),
             offline_partitions_count=int(row["offline"] or 0),
             preferred_replica_imbalance_count=int(row["imbalance"] or 0),
@@ -280,88 +263,102 @@ class ControllerContext:
             lagging_followers=int(row["lagging"] or 0),
             counters={c: int(row[c] or 0) for c in (*counters, *errors)},
         )
-        log.debug("generation %d committed (%s): %s", self.generation, label, gauges)
-        return gauges
+        log.debug("generation %d committed (%s): %s", self.generation, label, result)
+        return result
+
+    def _is_stamped(self, row: Row) -> bool:
+        """Whether a stamped generation's diff is the filter of its changed rows: every row of
+        the replaced generation is still here (no row dropped), and every changed row knows its
+        previous values."""
+        rows = int(row["_rows"])
+        return (
+            self.rows is not None
+            and rows == self.rows + int(row["_created"] or 0)
+            and (not row["_stale"])
+        )
+
+    def _commit_every_row(
+        self,
+        new_partitions: DataFrame,
+        columns: list[str],
+        stamps: list[Column],
+        gauges: tuple[Column, ...],
+        events: tuple[Column, ...],
+        literals: dict[str, Column],
+        diff_totals: DiffTotals | None,
+    ) -> Row:
+        """Write every row into a new base: one action materialises it and computes the gauges
+        and, when stamped, checkpoints the diff and totals it."""
+        # A local checkpoint cuts the logical plan at every generation: without it each plan
+        # would carry every ancestor's expressions and planning time would grow per event.
+        table = local_checkpoint(new_partitions.select(*columns, *stamps), eager=False)
+        aggregated = table.withColumns(literals).agg(*gauges, *events, count_rows())
+        diff = None
+        if stamps and diff_totals is not None:
+            # The diff is a filter of the new rows: materialised and totalled by the same job
+            # (a second action would plan and run a pass of its own). Dropped below when the
+            # generation turns out not stamped.
+            diff = local_checkpoint(stamped_diff(table), eager=False)
+            frame, totals = diff_totals(diff)
+            aggregated = aggregated.crossJoin(frame.agg(*totals))
+        row = aggregated.first()
+        assert row is not None
+        self.stamped = bool(stamps) and self._is_stamped(row)
+        self.rows = int(row["_rows"])
+        if diff is not None and not self.stamped:
+            release(diff)
+            diff = None
+        self.diff, self.diff_totals = diff, row if diff is not None else None
+        w = s.width(new_partitions)
+        self._swap(lambda: self.store.install(table.select(*s.compact_columns(w))), table)
+        return row
+
+    def _commit_touched(
+        self,
+        new_partitions: DataFrame,
+        touched: Column,
+        columns: list[str],
+        stamps: list[Column],
+        gauges: tuple[Column, ...],
+        events: tuple[Column, ...],
+        literals: dict[str, Column],
+        diff_totals: DiffTotals | None,
+    ) -> Row | None:
+        """Write the rows the event touched into the delta; None (nothing committed) when the
+        generation turns out not stamped.
+
+        One action materialises the touched rows, with the event's totals over them and the
+        new row count; a second computes the gauges over the new table (the base and the new
+        delta, both materialised by then) and totals the diff."""
+        # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
+        # push it through the handler's projections one by one, inlining each layer's
+        # expressions into the condition, which then grows exponentially with the layers.
+        stamped = new_partitions.select(*columns, *stamps, F.spark_partition_id().alias(CUT))
+        rows = local_checkpoint(stamped.where(touched), eager=False)
+        counted = new_partitions.agg(count_rows())  # Spark prunes the handler's columns away
+        first = rows.agg(*events, count_changed()).crossJoin(counted).first()
+        assert first is not None
+        if not self._is_stamped(first):
+            release(rows)
+            return None
+        self.stamped = True
+        self.rows = int(first["_rows"])
+        w = s.width(new_partitions)
+        changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
+        self._swap(lambda: self.store.extend(changed, int(first["_changed"] or 0)), rows)
+        assert self.partitions is not None
+        aggregated = self.partitions.withColumns(literals).agg(*gauges)
+        self.diff = None
+        if diff_totals is not None:
+            self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
+            frame, totals = diff_totals(self.diff)
+            aggregated = aggregated.crossJoin(frame.agg(*totals))
+        second = aggregated.first()
+        assert second is not None
+        row = Row(**{**first.asDict(), **second.asDict()})
+        self.diff_totals = row if self.diff is not None else None
+        return row
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""
         self.__init__(self.spark, self.checkpoint_interval, self.delete_topic_enable)  # type: ignore[misc]
-
-
-@lru_cache(maxsize=16)
-def _gauge_columns(
-    w: int,
-    view: BrokerView,
-    deleting: tuple[int, ...],
-    started: tuple[int, ...],
-    counters: tuple[str, ...],
-    errors: bool,
-    stamps: bool,
-) -> tuple[Column, ...]:
-    """The commit's aggregates, built once per key: an event's are otherwise ~1,000 JVM calls.
-
-    ``deleting``: topics queued for deletion (left out of the imbalance); ``started``: those
-    whose deletion has started (§16.1: their partitions are not counted offline).
-    """
-    excluded = in_topics(deleting) if deleting else None
-    offline = F.col(s.STATE_CODE) == int(PartitionState.OfflinePartition)
-    if started:
-        offline = offline & ~in_topics(started)
-    return (
-        F.sum(has_leadership().cast("long")).alias("with_leadership"),
-        F.sum(offline.cast("long")).alias("offline"),
-        preferred_replica_imbalance(w, excluded).alias("imbalance"),
-        F.sum(_under_replicated(w).cast("long")).alias("urp"),
-        F.sum(_lagging(w, view).cast("long")).alias("lagging"),
-        F.sum(being_reassigned().cast("long")).alias("reassigning"),
-        *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
-        *[F.sum(F.col(c).cast("long")).alias(c) for c in counters],
-        *([F.sum(error_count()).alias(ERRORS)] if errors else []),
-        F.count(F.lit(1)).alias("_rows"),
-        *(_stamp_totals() if stamps else ()),
-    )
-
-
-def _stamp_totals() -> tuple[Column, ...]:
-    """Created rows, and rows whose previous values are unknown (see ``stamp_changes``)."""
-    return (
-        F.sum((F.col(CHANGE) == CREATED).cast("long")).alias("_created"),
-        stale_rows().alias("_stale"),
-    )
-
-
-def _in_isr(k: int, w: int) -> Column:
-    return in_list(F.col(s.replica_col(k)), [F.col(s.isr_col(j)) for j in range(w)])
-
-
-def _under_replicated(w: int) -> Column:
-    """Kafka's UnderReplicatedPartitions for a led partition: |ISR| < |replicas − adding|."""
-    adding = F.col(s.ADDING_MASK)
-    missing = [
-        (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
-        & (adding.bitwiseAND(F.lit(1 << k)) == 0)
-        & ~_in_isr(k, w)
-        for k in range(w)
-    ]
-    return has_leadership() & (F.col(s.LEADER) >= 0) & any_of(missing)
-
-
-def lagging_positions(w: int, view: BrokerView) -> list[Column]:
-    """Per position: a live follower in an online state outside the ISR (it will catch up).
-
-    Followers on shutting-down brokers do not: they stop fetching and the broker exits."""
-    return [
-        view.online(k)
-        & (F.col(s.replica_col(k)) != F.col(s.LEADER))
-        & F.col(s.replica_state_col(k)).isin(
-            int(ReplicaState.NewReplica), int(ReplicaState.OnlineReplica)
-        )
-        & ~_in_isr(k, w)
-        for k in range(w)
-    ]
-
-
-def _lagging(w: int, view: BrokerView) -> Column:
-    """A partition led by a live broker with a lagging follower."""
-    leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
-    return has_leadership() & leader_live & any_of(lagging_positions(w, view))

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.checkpoint import local_checkpoint, release
-from controller.context import lagging_positions
+from controller.gauges import lagging_positions
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
 from controller.state_change_store import EventStateChangeLog

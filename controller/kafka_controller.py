@@ -24,10 +24,11 @@ from pyspark.sql import functions as F
 from controller import events as ev
 from controller.broker_events import BrokerEvents
 from controller.checkpoint import local_checkpoint, release
-from controller.context import ControllerContext, Gauges, LiveBroker
+from controller.context import ControllerContext, LiveBroker
 from controller.diff import generation_diff, with_previous
 from controller.election_events import ElectionEvents
 from controller.event_manager import ControllerEventManager
+from controller.gauges import Gauges
 from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
@@ -194,7 +195,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             self._rebalance_task.cancel()
             self._rebalance_task = None
         # A deposed controller's tables are dead: free their blocks now, not at some JVM GC.
-        for dead in (*self._retired, self.ctx.committed):
+        for dead in (*self._retired, *self.ctx.frames()):
             release(dead)
         self._retired = []
         self.ctx.reset()
@@ -295,7 +296,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         ``kept``: per-row columns of ``table`` that stay in ``ctx.committed`` (see
         ``ControllerContext.commit``)."""
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
-        previous = self.ctx.committed
+        previous = self.ctx.partitions
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
         live, deleting = self.ctx.view().live_or_shutting_down.ids, self.ctx.deleting
         counts: list[RequestCount] = []
@@ -339,7 +340,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         # event ends (``process``).
         for retired in self._retired:
             release(retired)
-        self._retired = [previous, diff]
+        self._retired = [*self.ctx.replaced, diff]
         self.last_gauges = gauges
         if self._record is not None:
             record = self._record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.context import Gauges
+from controller.gauges import Gauges
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,11 @@ def without_base(upd: DataFrame) -> DataFrame:
     return upd.select(*KEY, *nulls, *[c for c in upd.columns if c not in KEY])
 
 
-def superseded(rows: DataFrame, newer: DataFrame) -> DataFrame:
-    """``rows`` with ``newer``'s rows in place of those of the same key (``newer`` broadcast)."""
-    return rows.join(F.broadcast(newer.select(*KEY)), KEY, "left_anti").unionByName(newer)
+def superseded(rows: DataFrame, newer: DataFrame, key: Sequence[str] = KEY) -> DataFrame:
+    """``rows`` with ``newer``'s rows in place of those of the same ``key`` (``newer``'s keys
+    broadcast)."""
+    keys = list(key)
+    return rows.join(F.broadcast(newer.select(*keys)), keys, "left_anti").unionByName(newer)
 
 
 def rows_where(

@@ -1,0 +1,61 @@
+"""The committed partitions table: a base generation and the rows changed since.
+
+Most events change few of the table's rows (a broker failure at 1e7 partitions changes 300,000 of
+10,000,000, a startup almost none), and writing every row into each new generation cost most of
+such an event. So a commit whose diff is a filter of its rows (``controller.diff``, "stamped")
+writes only the rows the event changed, into the ``delta``: the table is the ``base`` with the
+delta's rows in place of their keys' rows (the base is probed against the delta's keys,
+broadcast). A commit that cannot tell its rows apart (it dropped rows or changed the width), or
+that finds the delta at its bound, writes every row into a new base instead (``install``).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from controller.checkpoint import local_checkpoint
+from controller.zk.memory_merge import superseded
+from statemachines import schemas as s
+
+KEY = (s.TOPIC_INDEX, s.PARTITION)
+# The delta's keys are broadcast to every read of the table: bounded like the in-memory
+# ZooKeeper's delta (``PartitionRegion``), by a quarter of the table and a million rows.
+DELTA_MAX_ROWS = 1_000_000
+DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
+
+
+class Generations:
+    """The base, the delta on top of it, and an upper bound of the delta's rows."""
+
+    def __init__(self) -> None:
+        self.base: DataFrame | None = None
+        self.delta: DataFrame | None = None
+        self.delta_rows = 0
+
+    @property
+    def table(self) -> DataFrame | None:
+        """Every row: the base's, with the delta's in place of their keys'; lazy."""
+        if self.base is None or self.delta is None:
+            return self.base
+        return superseded(self.base, self.delta, KEY)
+
+    def fits(self, rows: int) -> bool:
+        """Whether the delta may take another event's rows (of a table of ``rows``)."""
+        bound = min(DELTA_MAX_ROWS, max(rows // 4, DELTA_MIN_ROWS))
+        return self.base is not None and self.delta_rows < bound
+
+    def install(self, base: DataFrame) -> None:
+        """Make ``base`` (every row, materialised) the table."""
+        self.base, self.delta, self.delta_rows = base, None, 0
+
+    def extend(self, changed: DataFrame, count: int) -> None:
+        """Put ``changed`` (compact rows, at most ``count``) in place of their keys' rows.
+
+        The new delta is checkpointed lazily: the next pass over the table materialises it, and
+        the replaced delta may be freed after that."""
+        assert self.base is not None
+        merged = changed if self.delta is None else superseded(self.delta, changed, KEY)
+        # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
+        target = changed.sparkSession.sparkContext.defaultParallelism
+        self.delta = local_checkpoint(merged.coalesce(target), eager=False)
+        self.delta_rows += count

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import DataFrame
+
 from controller import events as ev
 from controller.context import LiveBroker
 from controller.handlers import brokers as hb
@@ -46,43 +48,23 @@ class BrokerEvents(_Controller):
         for b in new:
             known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
         if new:
-            started = hb.on_broker_startup(
-                self._table(), BrokerSet.of(new), self.ctx.view(), self._unclean_column(), deleting
-            )
-            self._commit(started, "BrokerChange")
+            started = self.on_broker_startup(BrokerSet.of(new), deleting)
+            self._commit(started, "BrokerChange", partial=True)
         if bounced:
             for b in bounced:
                 del known[b]
-            failed = hb.on_broker_failure(
-                self._table(),
-                BrokerSet.of(bounced),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-            self._commit(failed, "BrokerChange")
+            failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
+            self._commit(failed, "BrokerChange", partial=True)
             for b in bounced:
                 known[b] = LiveBroker(b, registered[b].rack, registered[b].epoch)
-            started = hb.on_broker_startup(
-                self._table(),
-                BrokerSet.of(bounced),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-            self._commit(started, "BrokerChange")
+            started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
+            self._commit(started, "BrokerChange", partial=True)
         if dead:
             for b in dead:
                 del known[b]
                 self.ctx.shutting_down.discard(b)
-            failed = hb.on_broker_failure(
-                self._table(),
-                BrokerSet.of(dead),
-                self.ctx.view(),
-                self._unclean_column(),
-                deleting,
-            )
-            self._commit(failed, "BrokerChange")
+            failed = self.on_broker_failure(BrokerSet.of(dead), deleting)
+            self._commit(failed, "BrokerChange", partial=True)
         deletion = self.ctx.deletion
         if dead and deletion.topics_to_be_deleted:  # onReplicasBecomeOffline: failReplicaDeletion
             gone = BrokerSet.of(dead)
@@ -114,6 +96,24 @@ class BrokerEvents(_Controller):
             return
         self.ctx.shutting_down.add(event.broker_id)
         deleting = self.ctx.deleting
-        table = hb.on_controlled_shutdown(self._table(), event.broker_id, self.ctx.view(), deleting)
-        gauges = self._commit(table, "ControlledShutdown", extra=("remaining",))
+        w = self._width()
+        scoped = self._table(hb.controlled_shutdown_scope(event.broker_id, w))
+        table = hb.on_controlled_shutdown(scoped, event.broker_id, self.ctx.view(), deleting)
+        gauges = self._commit(table, "ControlledShutdown", extra=("remaining",), partial=True)
         reply("NONE", gauges.counters.get("remaining", 0))
+
+    def on_broker_failure(self, dead: BrokerSet, deleting: list[int]) -> DataFrame:
+        """``handlers.brokers.on_broker_failure`` over the rows it may touch (commit it with
+        ``partial``)."""
+        view = self.ctx.view()
+        scope = hb.broker_failure_scope(dead, view, self._width())
+        return hb.on_broker_failure(
+            self._table(scope), dead, view, self._unclean_column(), deleting
+        )
+
+    def on_broker_startup(self, new: BrokerSet, deleting: list[int]) -> DataFrame:
+        """``handlers.brokers.on_broker_startup`` over the rows it may touch (commit it with
+        ``partial``)."""
+        view = self.ctx.view()
+        scope = hb.broker_startup_scope(new, self._width())
+        return hb.on_broker_startup(self._table(scope), new, view, self._unclean_column(), deleting)

@@ -20,8 +20,25 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
-from controller.diff import CHANGE, UNCHANGED, can_stamp, stamp_changes, stamped_diff
-from controller.gauges import Gauges, count_changed, count_rows, event_columns, gauge_columns
+from controller.diff import (
+    CHANGE,
+    KEY,
+    UNCHANGED,
+    can_stamp,
+    stamp_changes,
+    stamped_diff,
+    with_previous,
+)
+from controller.gauges import (
+    GAUGES,
+    Gauges,
+    count_changed,
+    count_rows,
+    event_columns,
+    gauge_columns,
+    gauge_moves,
+    moved,
+)
 from controller.generations import Generations
 from controller.handlers.deletion import TopicDeletionManager
 from statemachines import schemas as s
@@ -33,6 +50,7 @@ from statemachines.state_change_errors import ERRORS
 log = logging.getLogger(__name__)
 
 CUT = "_cut"  # see ``ControllerContext._commit_touched``
+DELTA = "_delta_rows"
 
 # Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
 # the committer reads (``ControllerContext.commit``).
@@ -82,9 +100,8 @@ class ControllerContext:
         self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
         self.store = Generations()
         self.partitions: DataFrame | None = None  # the committed generation (``store.table``)
-        self._committed: DataFrame | None = None  # see ``committed``
-        self._backing: DataFrame | None = None  # the checkpoint behind ``store.base``
-        self.replaced: list[DataFrame] = []  # checkpoints the last commit stopped reading
+        # The last gauges, and what they read besides the rows (``commit``'s ``key``).
+        self._gauged: tuple[tuple, dict[str, int]] | None = None
         self.generation = 0
         self.checkpoint_interval = checkpoint_interval
         self.rows: int | None = None  # of the committed generation
@@ -97,7 +114,7 @@ class ControllerContext:
     def committed(self) -> DataFrame | None:
         """The last commit's rows with its per-row results (counters, errors, kept columns):
         every row, or those the event touched (``commit``)."""
-        return self._committed
+        return self.store.committed
 
     # -- brokers -------------------------------------------------------------------------------
     @property
@@ -167,24 +184,9 @@ class ControllerContext:
         loaded = local_checkpoint(table.select(*s.compact_columns(s.width(table))), eager=False)
         self.rows = loaded.count()  # the one pass over ZooKeeper's rows
         self.generation = 0
-        self._swap(lambda: self.store.install(loaded), loaded)
-
-    def frames(self) -> list[DataFrame]:
-        """The checkpoints behind the committed generation (to free when it is dead)."""
-        held = (self._backing, self.store.delta, self._committed)
-        return list({id(f): f for f in held if f is not None}.values())
-
-    def _swap(self, install: Callable[[], None], committed: DataFrame) -> None:
-        """Run ``install`` (a change of ``store``), make ``committed`` the committed rows, and
-        put the checkpoints no longer behind the table in ``replaced``."""
-        before = self.frames()
-        install()
-        self._committed = committed
-        if self.store.delta is None:
-            self._backing = committed
+        self._gauged = None
+        self.store.install(loaded, loaded.columns)
         self.partitions = self.store.table
-        after = {id(f) for f in self.frames()}
-        self.replaced = [f for f in before if id(f) not in after]
 
     def commit(
         self,
@@ -193,6 +195,7 @@ class ControllerContext:
         counters: Sequence[str] = (),
         kept: Sequence[str] = (),
         diff_totals: DiffTotals | None = None,
+        partial: bool = False,
     ) -> Gauges:
         """Swap in ``new_partitions`` (compact) as the next generation.
 
@@ -209,16 +212,19 @@ class ControllerContext:
         A stamped event writes only the rows it touched (``controller.generations``); the
         ``committed`` rows are then those, which include every row with a counter, an error or
         a kept value. Otherwise every row is written, and ``committed`` holds them all.
+
+        ``partial``: ``new_partitions`` holds only the rows the event may have touched (a
+        handler's scope, e.g. ``handlers.brokers.broker_failure_scope``), at the same width;
+        every other row is as committed.
         """
         s.check_compact(new_partitions)
         w = s.width(new_partitions)
         errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
-        stamps = (
-            stamp_changes(new_partitions, self.generation)
-            if same_width and can_stamp(new_partitions)
-            else []
-        )
+        stampable = same_width and can_stamp(new_partitions)
+        touched_only = stampable and self.rows is not None and self.store.fits(self.rows)
+        assert same_width or not partial, "a partial table keeps the width"
+        stamps = stamp_changes(new_partitions, self.generation) if stampable else []
         columns = [*s.compact_columns(w), *counters, *errors, *kept]
         self.generation += 1
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
@@ -226,14 +232,18 @@ class ControllerContext:
             # does not free itself (``release``).
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         # The view's brokers are data the cached Columns read (``ClusterView.as_columns``).
-        view: BrokerView = self.view()
-        view, literals = view.as_columns() or (view, {})
-        gauges = gauge_columns(
-            w, view, tuple(self.deleting), tuple(sorted(self.deletion.topics_with_deletion_started))
+        cluster = self.view()
+        view: BrokerView
+        view, literals = cluster.as_columns() or (cluster, {})
+        deleting, started = (
+            tuple(self.deleting),
+            tuple(sorted(self.deletion.topics_with_deletion_started)),
         )
+        gauges = gauge_columns(w, view, deleting, started)
+        key = (w, cluster, deleting, started)  # what the gauges read besides the rows
         events = event_columns(tuple(counters), bool(errors), bool(stamps))
         row = None
-        if stamps and self.rows is not None and self.store.fits(self.rows):
+        if touched_only:
             # Rows the event changed, or that carry a result of the handler's.
             touched = any_of(
                 [
@@ -243,12 +253,17 @@ class ControllerContext:
                 ]
             )
             row = self._commit_touched(
-                new_partitions, touched, columns, stamps, gauges, events, literals, diff_totals
-            )
+                new_partitions, partial, touched, columns, stamps, gauges, events, literals,
+                diff_totals, key,
+            )  # fmt: skip
         if row is None:
+            replaced = self.generation - 1
+            whole = self._whole(new_partitions, replaced) if partial else new_partitions
+            stamps = stamp_changes(whole, replaced) if stampable else []
             row = self._commit_every_row(
-                new_partitions, columns, stamps, gauges, events, literals, diff_totals
+                whole, columns, stamps, gauges, events, literals, diff_totals
             )
+        self._gauged = key, {g: int(row[g] or 0) for g in GAUGES}
         result = Gauges(
             global_partition_count=int(row["with_leadership"] or 0),
             offline_partitions_count=int(row["offline"] or 0),
@@ -266,16 +281,20 @@ class ControllerContext:
         log.debug("generation %d committed (%s): %s", self.generation, label, result)
         return result
 
-    def _is_stamped(self, row: Row) -> bool:
-        """Whether a stamped generation's diff is the filter of its changed rows: every row of
-        the replaced generation is still here (no row dropped), and every changed row knows its
-        previous values."""
-        rows = int(row["_rows"])
-        return (
-            self.rows is not None
-            and rows == self.rows + int(row["_created"] or 0)
-            and (not row["_stale"])
-        )
+    def _whole(self, partial: DataFrame, generation: int) -> DataFrame:
+        """The committed generation (``generation``) with the rows of ``partial`` (a
+        ``partial`` commit's) in place of their keys' rows; lazy."""
+        assert self.partitions is not None
+        keys = F.broadcast(partial.select(*KEY))
+        rest = with_previous(self.partitions, generation).join(keys, list(KEY), "left_anti")
+        return rest.unionByName(partial, allowMissingColumns=True)
+
+    def _is_stamped(self, row: Row, rows: int) -> bool:
+        """Whether a stamped generation (of ``rows`` rows) has a diff that is the filter of its
+        changed rows: every row of the replaced generation is still here (no row dropped),
+        and every changed row knows its previous values."""
+        created = int(row["_created"] or 0)
+        return self.rows is not None and rows == self.rows + created and not row["_stale"]
 
     def _commit_every_row(
         self,
@@ -303,19 +322,20 @@ class ControllerContext:
             aggregated = aggregated.crossJoin(frame.agg(*totals))
         row = aggregated.first()
         assert row is not None
-        self.stamped = bool(stamps) and self._is_stamped(row)
+        self.stamped = bool(stamps) and self._is_stamped(row, int(row["_rows"]))
         self.rows = int(row["_rows"])
         if diff is not None and not self.stamped:
             release(diff)
             diff = None
         self.diff, self.diff_totals = diff, row if diff is not None else None
-        w = s.width(new_partitions)
-        self._swap(lambda: self.store.install(table.select(*s.compact_columns(w))), table)
+        self.store.install(table, s.compact_columns(s.width(new_partitions)))
+        self.partitions = self.store.table
         return row
 
     def _commit_touched(
         self,
         new_partitions: DataFrame,
+        partial: bool,
         touched: Column,
         columns: list[str],
         stamps: list[Column],
@@ -323,31 +343,46 @@ class ControllerContext:
         events: tuple[Column, ...],
         literals: dict[str, Column],
         diff_totals: DiffTotals | None,
+        key: tuple,
     ) -> Row | None:
         """Write the rows the event touched into the delta; None (nothing committed) when the
         generation turns out not stamped.
 
         One action materialises the touched rows, with the event's totals over them and the
-        new row count; a second computes the gauges over the new table (the base and the new
-        delta, both materialised by then) and totals the diff."""
+        new row count; a second totals the diff and computes the gauges. When what they read
+        besides the rows (``key``) is as at the last commit, the gauges are the last ones moved
+        by the changed rows; otherwise they are computed over the new table (the base and the
+        new delta, both materialised by then)."""
         # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
         # push it through the handler's projections one by one, inlining each layer's
         # expressions into the condition, which then grows exponentially with the layers.
         stamped = new_partitions.select(*columns, *stamps, F.spark_partition_id().alias(CUT))
         rows = local_checkpoint(stamped.where(touched), eager=False)
-        counted = new_partitions.agg(count_rows())  # Spark prunes the handler's columns away
-        first = rows.agg(*events, count_changed()).crossJoin(counted).first()
-        assert first is not None
-        if not self._is_stamped(first):
+        totalled = rows.agg(*events, count_changed())
+        if not partial:  # Spark prunes the handler's columns away from the count
+            totalled = totalled.crossJoin(new_partitions.agg(count_rows()))
+        first = totalled.first()
+        assert first is not None and self.rows is not None
+        # A partial table's other rows are there, unchanged.
+        count = self.rows + int(first["_created"] or 0) if partial else int(first["_rows"])
+        if not self._is_stamped(first, count):
             release(rows)
             return None
         self.stamped = True
-        self.rows = int(first["_rows"])
+        self.rows = count
         w = s.width(new_partitions)
         changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
-        self._swap(lambda: self.store.extend(changed, int(first["_changed"] or 0)), rows)
+        self.store.extend(rows, changed, int(first["_changed"] or 0))
+        self.partitions = self.store.table
         assert self.partitions is not None
-        aggregated = self.partitions.withColumns(literals).agg(*gauges)
+        last = self._gauged[1] if self._gauged is not None and self._gauged[0] == key else None
+        if last is not None:
+            aggregated = gauge_moves(rows, w, gauges, literals)
+        else:
+            aggregated = self.partitions.withColumns(literals).agg(*gauges)
+        # The new delta is materialised here, while the checkpoints it reads are held.
+        assert self.store.delta is not None
+        aggregated = aggregated.crossJoin(self.store.delta.agg(F.count(F.lit(1)).alias(DELTA)))
         self.diff = None
         if diff_totals is not None:
             self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
@@ -355,7 +390,9 @@ class ControllerContext:
             aggregated = aggregated.crossJoin(frame.agg(*totals))
         second = aggregated.first()
         assert second is not None
-        row = Row(**{**first.asDict(), **second.asDict()})
+        values = second.asDict() if last is None else moved(last, second.asDict())
+        self.store.delta_rows = int(values.pop(DELTA))
+        row = Row(**{**first.asDict(), **values})
         self.diff_totals = row if self.diff is not None else None
         return row
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import CHANGE, CREATED, UNCHANGED, stale_rows
+from controller.diff import CHANGE, CREATED, KEY, REPLACED, UNCHANGED, stale_rows
 from controller.handlers.deletion import deletion_gauges
 from controller.handlers.reassignment import being_reassigned
 from statemachines import schemas as s
@@ -49,28 +50,71 @@ class Gauges:
     counters: dict[str, int] = field(default_factory=dict)
 
 
+# The names ``gauge_columns`` gives its aggregates: sums over the rows, every one of them.
+GAUGES = (
+    "with_leadership",
+    "offline",
+    "imbalance",
+    "urp",
+    "lagging",
+    "reassigning",
+    "ReplicasToDeleteCount",
+    "ReplicasIneligibleToDeleteCount",
+)
+
+
 @lru_cache(maxsize=16)
 def gauge_columns(
     w: int, view: BrokerView, deleting: tuple[int, ...], started: tuple[int, ...]
 ) -> tuple[Column, ...]:
-    """The gauges' aggregates, built once per key: an event's are otherwise ~1,000 JVM calls.
+    """The gauges' aggregates (named ``GAUGES``), built once per key: an event's are otherwise
+    ~1,000 JVM calls.
 
     ``deleting``: topics queued for deletion (left out of the imbalance); ``started``: those
-    whose deletion has started (§16.1: their partitions are not counted offline).
+    whose deletion has started (§16.1: their partitions are not counted offline). Each is a sum
+    of a function of one row and the key, so a table's gauges move by what its changed rows
+    add minus what their replaced values took away.
     """
     excluded = in_topics(deleting) if deleting else None
     offline = F.col(s.STATE_CODE) == int(PartitionState.OfflinePartition)
     if started:
         offline = offline & ~in_topics(started)
-    return (
-        F.sum(has_leadership().cast("long")).alias("with_leadership"),
-        F.sum(offline.cast("long")).alias("offline"),
-        preferred_replica_imbalance(w, excluded).alias("imbalance"),
-        F.sum(_under_replicated(w).cast("long")).alias("urp"),
-        F.sum(_lagging(w, view).cast("long")).alias("lagging"),
-        F.sum(being_reassigned().cast("long")).alias("reassigning"),
-        *[a.alias(n) for n, a in deletion_gauges(w, deleting).items()],
+    sums = (
+        F.sum(has_leadership().cast("long")),
+        F.sum(offline.cast("long")),
+        preferred_replica_imbalance(w, excluded),
+        F.sum(_under_replicated(w).cast("long")),
+        F.sum(_lagging(w, view).cast("long")),
+        F.sum(being_reassigned().cast("long")),
+        *deletion_gauges(w, deleting).values(),
     )
+    return tuple(a.alias(n) for n, a in zip(GAUGES, sums, strict=True))
+
+
+WAS = "_was_"  # a gauge over the replaced values of changed rows
+
+
+def gauge_moves(
+    touched: DataFrame, w: int, gauges: tuple[Column, ...], literals: dict[str, Column]
+) -> DataFrame:
+    """One row: ``gauges`` over the changed rows of ``touched`` (a stamped commit's rows, see
+    ``controller.diff``) as they are now, and as they were (prefixed ``WAS``)."""
+    changes = F.col(CHANGE) != UNCHANGED
+    data = [c for c in s.compact_columns(w) if c not in KEY]
+    now = touched.where(changes).select(*s.compact_columns(w))
+    was = touched.where(changes & F.col(REPLACED).isNotNull()).select(
+        *KEY, *(F.col(REPLACED).getField(c).alias(c) for c in data)
+    )
+    before = was.withColumns(literals).agg(*gauges).toDF(*(WAS + g for g in GAUGES))
+    return now.withColumns(literals).agg(*gauges).crossJoin(before)
+
+
+def moved(last: dict[str, int], moves: dict[str, Any]) -> dict[str, Any]:
+    """The gauges ``last`` moved by a ``gauge_moves`` row (other fields kept)."""
+    out = {k: v for k, v in moves.items() if not k.startswith(WAS)}
+    for g, value in last.items():
+        out[g] = value + int(moves[g] or 0) - int(moves[WAS + g] or 0)
+    return out
 
 
 @lru_cache(maxsize=16)

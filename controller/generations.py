@@ -25,12 +25,18 @@ DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however s
 
 
 class Generations:
-    """The base, the delta on top of it, and an upper bound of the delta's rows."""
+    """The base, the delta on top of it (with an upper bound of its rows), and the last
+    commit's rows (``committed``: every row, or the touched ones, with the handler's per-row
+    results). ``replaced``: the checkpoints the last change stopped reading, to be freed once
+    nothing reads the frames derived from them."""
 
     def __init__(self) -> None:
         self.base: DataFrame | None = None
         self.delta: DataFrame | None = None
         self.delta_rows = 0
+        self.committed: DataFrame | None = None
+        self.replaced: list[DataFrame] = []
+        self._backing: DataFrame | None = None  # the checkpoint ``base`` projects
 
     @property
     def table(self) -> DataFrame | None:
@@ -44,18 +50,34 @@ class Generations:
         bound = min(DELTA_MAX_ROWS, max(rows // 4, DELTA_MIN_ROWS))
         return self.base is not None and self.delta_rows < bound
 
-    def install(self, base: DataFrame) -> None:
-        """Make ``base`` (every row, materialised) the table."""
-        self.base, self.delta, self.delta_rows = base, None, 0
+    def frames(self) -> list[DataFrame]:
+        """The checkpoints behind the table and ``committed`` (to free when they are dead)."""
+        held = (self._backing, self.delta, self.committed)
+        return list({id(f): f for f in held if f is not None}.values())
 
-    def extend(self, changed: DataFrame, count: int) -> None:
-        """Put ``changed`` (compact rows, at most ``count``) in place of their keys' rows.
+    def install(self, committed: DataFrame, columns: list[str]) -> None:
+        """Make ``committed`` (every row, checkpointed) the base, read as ``columns``."""
+        before = self.frames()
+        self.base, self.delta, self.delta_rows = committed.select(*columns), None, 0
+        self._backing = self.committed = committed
+        self._retire(before)
+
+    def extend(self, committed: DataFrame, changed: DataFrame, count: int) -> None:
+        """Put ``changed`` (compact rows of ``committed``, the touched rows of a commit, at
+        most ``count``) in place of their keys' rows.
 
         The new delta is checkpointed lazily: the next pass over the table materialises it, and
         the replaced delta may be freed after that."""
         assert self.base is not None
+        before = self.frames()
         merged = changed if self.delta is None else superseded(self.delta, changed, KEY)
         # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
         target = changed.sparkSession.sparkContext.defaultParallelism
         self.delta = local_checkpoint(merged.coalesce(target), eager=False)
         self.delta_rows += count
+        self.committed = committed
+        self._retire(before)
+
+    def _retire(self, before: list[DataFrame]) -> None:
+        held = {id(f) for f in self.frames()}
+        self.replaced = [f for f in before if id(f) not in held]

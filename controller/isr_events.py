@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from controller import events as ev
-from controller.handlers import brokers as hb
 from controller.handlers.tracked import tracked
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
@@ -105,7 +104,8 @@ class IsrEvents(_Controller):
         )
         table = self._table()
         w = s.width(table)
-        joined = table.join(F.broadcast(fresh), _KEY, "left")
+        # Only the partitions read: the commit is partial.
+        joined = table.join(F.broadcast(fresh), _KEY)
         hit = F.col(f"_zk_{s.ZK_VERSION}").isNotNull()
 
         def take(c: str) -> Any:
@@ -120,7 +120,9 @@ class IsrEvents(_Controller):
             hit.cast("int").alias(ISR_UPDATED),
         )
         # The znodes already hold these states: nothing to write back.
-        self._commit(out, "IsrChangeNotification", extra=(ISR_UPDATED,), write_zk=False)
+        self._commit(
+            out, "IsrChangeNotification", extra=(ISR_UPDATED,), write_zk=False, partial=True
+        )
 
     # -- §12.5 ---------------------------------------------------------------------------------
     def process_alter_isr_received(self, event: ev.AlterIsrReceived) -> None:
@@ -180,7 +182,7 @@ class IsrEvents(_Controller):
         table = self._table()
         w = s.width(table)
         requests = local_frame(self.spark, rows, ALTER_ISR_SCHEMA).withColumn("_req", F.lit(True))
-        joined = table.join(F.broadcast(requests), _KEY, "left")
+        joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
         req = F.coalesce(F.col("_req"), F.lit(False))
         current = F.array_compact(
             F.array(
@@ -218,7 +220,9 @@ class IsrEvents(_Controller):
             ALTER_ISR_ERROR,
         )
         # The replies are read off the committed generation: one evaluation makes both.
-        self._commit(out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,))
+        self._commit(
+            out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,), partial=True
+        )
         committed = self.ctx.committed
         assert committed is not None
         names = {t.index: t.name for t in self.ctx.topics.values()}
@@ -255,11 +259,5 @@ class IsrEvents(_Controller):
         self.ctx.offline_dir_brokers.update(failed)
         # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
-        table = hb.on_broker_failure(
-            self._table(),
-            BrokerSet.of(failed),
-            self.ctx.view(),
-            self._unclean_column(),
-            self.ctx.deleting,
-        )
-        self._commit(table, "LogDirEventNotification")
+        table = self.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
+        self._commit(table, "LogDirEventNotification", partial=True)

@@ -195,7 +195,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             self._rebalance_task.cancel()
             self._rebalance_task = None
         # A deposed controller's tables are dead: free their blocks now, not at some JVM GC.
-        for dead in (*self._retired, *self.ctx.frames()):
+        for dead in (*self._retired, *self.ctx.store.frames()):
             release(dead)
         self._retired = []
         self.ctx.reset()
@@ -268,12 +268,19 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             self._schedule_auto_rebalance(FIRST_AUTO_REBALANCE_DELAY_MS)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _table(self) -> DataFrame:
+    def _table(self, scope: Column | None = None) -> DataFrame:
         """The committed generation, each row with its own values beside it: handlers carry
         them, so the commit can tell what changed without joining two generations
-        (``controller.diff``)."""
+        (``controller.diff``). ``scope``: only the rows an event may touch (commit the
+        result with ``partial``)."""
+        table = self.ctx.partitions
+        assert table is not None, "no generation yet: the controller is not active"
+        return with_previous(table if scope is None else table.where(scope), self.ctx.generation)
+
+    def _width(self) -> int:
+        """The committed generation's width (replica slots)."""
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
-        return with_previous(self.ctx.partitions, self.ctx.generation)
+        return s.width(self.ctx.partitions)
 
     def _unclean_column(self) -> Any:
         """Per-row effective unclean.leader.election.enable: topic config over broker default."""
@@ -289,11 +296,13 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         extra: tuple[str, ...] = (),
         write_zk: bool = True,
         kept: tuple[str, ...] = (),
+        partial: bool = False,
     ) -> Gauges:
         """Commit the next generation, mirror its changed states into ZooKeeper (unless they
         came from there), keep the topic znodes in step, and add to the event's record.
 
-        ``kept``: per-row columns of ``table`` that stay in ``ctx.committed`` (see
+        ``kept``: per-row columns of ``table`` that stay in ``ctx.committed``; ``partial``:
+        ``table`` holds only the rows the event may have touched, the rest are unchanged (see
         ``ControllerContext.commit``)."""
         counters = tuple(dict.fromkeys(c for c in (*COUNTERS, *extra) if c in table.columns))
         previous = self.ctx.partitions
@@ -306,7 +315,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             counts.append(request_count(diff, live, deleting))
             return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
 
-        gauges = self.ctx.commit(table, label, counters, kept, totals_of)
+        gauges = self.ctx.commit(table, label, counters, kept, totals_of, partial)
         committed = self.ctx.committed
         assert committed is not None and self.ctx.partitions is not None
         written, requests = StateWrites(0, 0), {}
@@ -340,7 +349,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         # event ends (``process``).
         for retired in self._retired:
             release(retired)
-        self._retired = [*self.ctx.replaced, diff]
+        self._retired = [*self.ctx.store.replaced, diff]
         self.last_gauges = gauges
         if self._record is not None:
             record = self._record

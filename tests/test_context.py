@@ -6,7 +6,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import with_previous
+from controller.diff import KEY, with_previous
+from controller.gauges import Gauges
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from tests.frames import compact_frame
@@ -92,3 +93,65 @@ def test_load_installs_a_generation_zero_that_the_next_commit_diffs_without_a_jo
     assert (ctx.generation, ctx.rows) == (0, len(PARTS)) and ctx.committed is not None
     ctx.commit(with_previous(ctx.partitions, 0).withColumn("leader_epoch", F.lit(9)))
     assert ctx.stamped and ctx.generation == 1
+
+
+def _gauges_of(spark: SparkSession, ctx: ControllerContext) -> Gauges:
+    """The gauges of ``ctx``'s committed rows, counted afresh by a new context."""
+    fresh = _context(spark)
+    fresh.live_brokers, fresh.shutting_down = dict(ctx.live_brokers), set(ctx.shutting_down)
+    assert ctx.partitions is not None
+    return fresh.commit(ctx.partitions)
+
+
+def test_a_stamped_commit_writes_only_the_rows_it_changed(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.load(compact_frame(spark, PARTS)[0])
+    base = ctx.store.base
+    a1 = (F.col("topic_index") == 0) & (F.col("partition") == 1)
+    moved = with_previous(ctx.partitions, 0).withColumn(
+        "leader", F.when(a1, F.lit(2)).otherwise(F.col("leader"))
+    )
+    ctx.commit(moved)
+    # The base stays; the delta holds a-1 alone, and the table reads it in place of the base's.
+    assert ctx.stamped and ctx.store.base is base and ctx.store.delta is not None
+    assert [(r[0], r[1], r[2]) for r in ctx.store.delta.select(*KEY, "leader").collect()] == [
+        (0, 1, 2)
+    ]
+    assert sorted(r[0] for r in ctx.partitions.select("leader").collect()) == [-1, -1, 1, 2]
+    assert ctx.partitions.count() == len(PARTS)
+
+
+def test_gauges_moved_by_the_changed_rows_equal_a_recount(spark: SparkSession) -> None:
+    # Same brokers and deletions from one commit to the next: the gauges are the last ones moved
+    # by what the changed rows add and what their replaced values took away.
+    ctx = _context(spark)
+    ctx.load(compact_frame(spark, PARTS)[0])
+    changes = [
+        ("leader", (F.col("topic_index") == 0) & (F.col("partition") == 1), F.lit(2)),
+        ("isr_1", F.col("topic_index") == 0, F.lit(-1)),  # a-0, a-1 under-replicated
+        ("state_code", F.col("topic_index") == 1, F.lit(1).cast("byte")),  # b online
+    ]
+    for column, where, value in changes:
+        table = with_previous(ctx.partitions, ctx.generation)
+        changed = F.when(where, value).otherwise(F.col(column))
+        gauges = ctx.commit(table.withColumn(column, changed))
+        assert ctx.stamped and gauges == _gauges_of(spark, ctx)
+
+
+def test_a_partial_commit_keeps_the_rows_it_leaves_out(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.load(compact_frame(spark, PARTS)[0])
+    a0 = (F.col("topic_index") == 0) & (F.col("partition") == 0)
+    scoped = with_previous(ctx.partitions.where(a0), 0).withColumn("leader_epoch", F.lit(7))
+    gauges = ctx.commit(scoped, partial=True)
+    assert ctx.stamped and ctx.rows == len(PARTS) and ctx.partitions.count() == len(PARTS)
+    epochs = {(r[0], r[1]): r[2] for r in ctx.partitions.select(*KEY, "leader_epoch").collect()}
+    assert epochs[(0, 0)] == 7 and sorted(epochs.values()).count(7) == 1
+    assert gauges == _gauges_of(spark, ctx)
+    # With the delta at its bound the commit writes every row: those left out are kept too.
+    ctx.store.delta_rows = 10**9
+    scoped = with_previous(ctx.partitions.where(a0), 1).withColumn("leader_epoch", F.lit(8))
+    ctx.commit(scoped, partial=True)
+    assert ctx.store.delta is None and ctx.partitions.count() == len(PARTS)
+    epochs = {(r[0], r[1]): r[2] for r in ctx.partitions.select(*KEY, "leader_epoch").collect()}
+    assert epochs[(0, 0)] == 8 and sorted(epochs.values()).count(8) == 1

@@ -43,6 +43,36 @@ def _not_deleting(deleting: Sequence[int]) -> Column:
     return ~in_topics(deleting)
 
 
+def _electable() -> Column:
+    """New or Offline: the partitions ``trigger_online_partition_state_change`` elects."""
+    state = F.col(s.STATE_CODE)
+    return state.isin(int(PartitionState.OfflinePartition), int(PartitionState.NewPartition))
+
+
+def _leader_offline(view: ClusterView, w: int) -> Column:
+    return ~any_of(
+        [(F.col(s.replica_col(k)) == F.col(s.LEADER)) & view.online(k) for k in range(w)]
+    )
+
+
+# The rows each handler below may change, or annotate with a counter or a refused transition: a
+# superset, so that the controller transforms and writes only those (``ControllerContext.commit``
+# with ``partial``); every other row comes out of the handler as it went in.
+def broker_failure_scope(dead: BrokerSet, view: ClusterView, w: int) -> Column:
+    """Of ``on_broker_failure``: replicas on the dead brokers, leaders offline, elections."""
+    return _hosted_on(dead, w) | _leader_offline(view, w) | _electable()
+
+
+def broker_startup_scope(new: BrokerSet, w: int) -> Column:
+    """Of ``on_broker_startup``: replicas on the new brokers, elections."""
+    return _hosted_on(new, w) | _electable()
+
+
+def controlled_shutdown_scope(broker: int, w: int) -> Column:
+    """Of ``on_controlled_shutdown``: the broker's replicas."""
+    return _hosted_on(BrokerSet.of([broker]), w)
+
+
 def trigger_online_partition_state_change(
     partitions: DataFrame,
     view: ClusterView,
@@ -55,11 +85,9 @@ def trigger_online_partition_state_change(
     Returns the transition's outcomes; ``unclean`` is the per-row effective unclean flag.
     ``scope`` restricts the partitions considered (Kafka's ``triggerOnlinePartitionStateChange(t)``).
     """
-    state = F.col(s.STATE_CODE)
-    targets = state.isin(int(PartitionState.OfflinePartition), int(PartitionState.NewPartition))
     result = partition_changes(
         partitions.withColumn(UNCLEAN, unclean),
-        targets & _not_deleting(deleting) & (F.lit(True) if scope is None else scope),
+        _electable() & _not_deleting(deleting) & (F.lit(True) if scope is None else scope),
         PartitionState.OnlinePartition,
         view,
         OfflinePartitionLeaderElectionStrategy(unclean_column=UNCLEAN),
@@ -91,12 +119,9 @@ def on_broker_failure(
     The result carries ``elected``/``failed_election``/``unclean_elected``/``isr_shrinks`` per row.
     """
     w = s.width(partitions)
-    leader_offline = ~any_of(
-        [(F.col(s.replica_col(k)) == F.col(s.LEADER)) & view.online(k) for k in range(w)]
-    )
     offline = partition_changes(
         partitions,
-        has_leadership() & leader_offline & _not_deleting(deleting),
+        has_leadership() & _leader_offline(view, w) & _not_deleting(deleting),
         PartitionState.OfflinePartition,
     ).outcomes
     outcomes = trigger_online_partition_state_change(

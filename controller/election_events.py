@@ -68,15 +68,17 @@ class ElectionEvents(_Controller):
         if not self.is_active:
             return
         try:
+            # Only partitions off their preferred leader can move: a partial commit.
             table = he.check_and_trigger_auto_leader_rebalance(
-                self._table(),
+                self._table(he.not_preferred()),
                 self.ctx.view(),
                 self.settings.leader_imbalance_per_broker_percentage,
                 self.ctx.deleting,
                 False,
                 self.settings.kafka_version,
+                whole=self.ctx.partitions,
             )
-            self._commit(table, "AutoPreferredReplicaLeaderElection")
+            self._commit(table, "AutoPreferredReplicaLeaderElection", partial=True)
         finally:
             if self.settings.auto_leader_rebalance_enable:
                 self._schedule_auto_rebalance(

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_errors import ERRORS
 
 ReplicaStates = Mapping[tuple[str, int, int], ReplicaState]
 
@@ -111,3 +113,19 @@ def read_back(
         parts[(p.topic, p.partition)] = p
         states.update(replica_states_of(r, names, w))
     return parts, states
+
+
+def assert_untouched_outside(
+    before: DataFrame, after: DataFrame, scope: Column, counters: Sequence[str] = ()
+) -> None:
+    """A handler's ``scope`` is a superset of the rows it touches: every row of ``before`` out of
+    it (or where it is null) comes out in ``after`` as it went in, no counter set, no error."""
+    key = [s.TOPIC_INDEX, s.PARTITION]
+    columns = s.compact_columns(s.width(before))
+    outside = before.where(~F.coalesce(scope, F.lit(False))).select(*key)
+    want = sorted(tuple(r) for r in before.join(outside, key).select(*columns).collect())
+    rows = after.join(outside, key).collect()
+    assert sorted(tuple(r[c] for c in columns) for r in rows) == want
+    assert not [r for r in rows for c in counters if r[c]]
+    if ERRORS in after.columns:
+        assert not [r for r in rows if r[ERRORS]]

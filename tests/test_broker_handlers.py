@@ -12,9 +12,10 @@ from statemachines import reference_brokers as reference
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.reference import View
 from statemachines.replica_states import ReplicaState
-from tests.frames import compact_frame, read_back
+from tests.frames import assert_untouched_outside, compact_frame, read_back
 from tests.strategies import Batch, W, batches
 
+COUNTERS = (h.ELECTED, h.FAILED_ELECTION, h.UNCLEAN_ELECTED, h.ISR_SHRINKS)
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -40,7 +41,8 @@ def test_broker_failure_matches_reference(spark: SparkSession, batch: Batch) -> 
     df, topics = compact_frame(spark, batch.parts, states, w=W)
     unclean = F.col("topic_index").isin([topics[t] for t in batch.unclean_topics])
     view = ClusterView(BrokerSet.of(batch.live), BrokerSet.of(batch.shutting_down), 4)
-    rows = h.on_broker_failure(df, BrokerSet.of(dead), view, unclean, deleting=[]).collect()
+    out = h.on_broker_failure(df, BrokerSet.of(dead), view, unclean, deleting=[])
+    rows = out.collect()
     want = reference.on_broker_failure(
         {(p.topic, p.partition): p for p in batch.parts},
         states,
@@ -54,6 +56,8 @@ def test_broker_failure_matches_reference(spark: SparkSession, batch: Batch) -> 
     assert _keys(rows, topics, h.ELECTED) == want.elected
     assert _keys(rows, topics, h.FAILED_ELECTION) == want.failed
     assert _keys(rows, topics, h.UNCLEAN_ELECTED) == want.unclean
+    scope = h.broker_failure_scope(BrokerSet.of(dead), view, W)
+    assert_untouched_outside(df, out, scope, COUNTERS)
 
 
 @SETTINGS
@@ -65,7 +69,8 @@ def test_broker_startup_matches_reference(
     states = {k: data.draw(st.sampled_from(list(ReplicaState)[:-1])) for k in _states(batch)}
     df, topics = compact_frame(spark, batch.parts, states, w=W)
     view = ClusterView(BrokerSet.of(batch.live), BrokerSet.of(batch.shutting_down), 4)
-    rows = h.on_broker_startup(df, BrokerSet.of(new), view, F.lit(False), deleting=[]).collect()
+    out = h.on_broker_startup(df, BrokerSet.of(new), view, F.lit(False), deleting=[])
+    rows = out.collect()
     want = reference.on_broker_startup(
         {(p.topic, p.partition): p for p in batch.parts},
         states,
@@ -77,6 +82,7 @@ def test_broker_startup_matches_reference(
     assert got_parts == want.partitions
     assert got_states == want.states
     assert _keys(rows, topics, h.ELECTED) == want.elected
+    assert_untouched_outside(df, out, h.broker_startup_scope(BrokerSet.of(new), W), COUNTERS)
 
 
 @SETTINGS
@@ -91,7 +97,8 @@ def test_controlled_shutdown_matches_reference(
     states = _states(batch)
     df, topics = compact_frame(spark, batch.parts, states, w=W)
     view = ClusterView(BrokerSet.of(live), BrokerSet.of(sd), 4)
-    rows = h.on_controlled_shutdown(df, broker, view, deleting=[]).collect()
+    out = h.on_controlled_shutdown(df, broker, view, deleting=[])
+    rows = out.collect()
     want = reference.on_controlled_shutdown(
         {(p.topic, p.partition): p for p in batch.parts}, states, broker, View(live, sd, 4)
     )
@@ -100,3 +107,5 @@ def test_controlled_shutdown_matches_reference(
     assert got_states == want.states
     assert _keys(rows, topics, "remaining") == want.remaining
     assert _keys(rows, topics, h.ELECTED) == want.elected
+    scope = h.controlled_shutdown_scope(broker, W)
+    assert_untouched_outside(df, out, scope, (*COUNTERS, "remaining"))

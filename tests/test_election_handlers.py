@@ -20,7 +20,7 @@ from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition, View
-from tests.frames import compact_frame, read_back
+from tests.frames import assert_untouched_outside, compact_frame, read_back
 from tests.strategies import Batch, W, batches
 
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -335,7 +335,8 @@ def test_auto_rebalance_matches_reference(
     df, topics = compact_frame(spark, batch.parts, w=W)
     view, ref_view = _views(batch)
     args = (threshold, [topics[t] for t in sorted(deleting)], busy, version)
-    rows = h.check_and_trigger_auto_leader_rebalance(df, view, *args).collect()
+    out = h.check_and_trigger_auto_leader_rebalance(df, view, *args)
+    rows = out.collect()
     ref_args = (threshold, deleting, busy, version)
     want = ref.check_and_trigger_auto_leader_rebalance(_by_key(batch.parts), ref_view, *ref_args)
     candidates = ref.auto_rebalance_candidates(_by_key(batch.parts), ref_view, *ref_args)
@@ -343,6 +344,14 @@ def test_auto_rebalance_matches_reference(
     assert _keys(rows, topics, h.REBALANCE_CANDIDATE) == candidates
     assert _keys(rows, topics, h.ELECTED) == want.elected
     assert _keys(rows, topics, h.FAILED_ELECTION) == want.failed
+    # Only partitions off their preferred leader can move; the ratios still count every one.
+    counters = (h.ELECTED, h.FAILED_ELECTION, h.UNCLEAN_ELECTED, h.REBALANCE_CANDIDATE)
+    assert_untouched_outside(df, out, h.not_preferred(), counters)
+    scoped = h.check_and_trigger_auto_leader_rebalance(
+        df.where(h.not_preferred()), view, *args, whole=df
+    ).collect()
+    got = read_back(scoped, topics, W)[0]
+    assert got == {k: v for k, v in want.partitions.items() if k in got}
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

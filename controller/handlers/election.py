@@ -171,19 +171,21 @@ def auto_rebalance_candidates(
     deleting: Sequence[int] = (),
     any_reassignment_in_progress: bool = False,
     kafka_version: KafkaVersion = BASELINE,
+    whole: DataFrame | None = None,
 ) -> DataFrame:
     """§11.2: the table plus boolean ``rebalance_candidate`` (the auto rebalance's elections).
 
     A partition is a candidate when its preferred broker's imbalance ratio is strictly above
     ``threshold_percentage`` / 100 and it is one of that broker's "not preferred" partitions that
-    pass the version's filter. The ratios are a small per-broker aggregation broadcast back.
+    pass the version's filter. The ratios are a small per-broker aggregation broadcast back,
+    over ``whole`` when given (``partitions`` is then some of its rows, see ``not_preferred``).
     """
     s.check_compact(partitions)
     if any_reassignment_in_progress and kafka_version < (3, 4):
         # Before KAFKA-10149 (3.4) any reassignment in the cluster blocks every candidate.
         return partitions.withColumn(REBALANCE_CANDIDATE, F.lit(False))
     excluded = in_topics(deleting)
-    ratios = imbalance_ratios(partitions, excluded)
+    ratios = imbalance_ratios(partitions if whole is None else whole, excluded)
     # ratio > pct/100 as integers: exact, and the same answer as Kafka's doubles for real sizes.
     over = ratios.where(
         F.col(NOT_PREFERRED).cast("long") * 100 > F.col(TOTAL).cast("long") * threshold_percentage
@@ -208,6 +210,12 @@ def auto_rebalance_candidates(
     return joined.withColumn(REBALANCE_CANDIDATE, candidate).drop(_OVER)
 
 
+def not_preferred() -> Column:
+    """Partitions with leadership led by another broker than their preferred replica: the only
+    ones a preferred election may touch."""
+    return has_leadership() & (F.col(s.LEADER) != F.col(s.replica_col(0)))
+
+
 def check_and_trigger_auto_leader_rebalance(
     partitions: DataFrame,
     view: ClusterView,
@@ -215,11 +223,13 @@ def check_and_trigger_auto_leader_rebalance(
     deleting: Sequence[int] = (),
     any_reassignment_in_progress: bool = False,
     kafka_version: KafkaVersion = BASELINE,
+    whole: DataFrame | None = None,
 ) -> DataFrame:
     """§11.2 ``checkAndTriggerAutoLeaderRebalance``: preferred elections of the candidates.
 
     Returns the next generation with the counters and ``rebalance_candidate``. AutoTriggered
-    failures are only logged by Kafka, so there is no result code.
+    failures are only logged by Kafka, so there is no result code. ``whole``: see
+    ``auto_rebalance_candidates``.
     """
     w = s.width(partitions)
     candidates = auto_rebalance_candidates(
@@ -229,6 +239,7 @@ def check_and_trigger_auto_leader_rebalance(
         deleting,
         any_reassignment_in_progress,
         kafka_version,
+        whole,
     )
     outcomes = partition_changes(
         candidates,

@@ -222,7 +222,7 @@ class ControllerContext:
         errors = [ERRORS] if ERRORS in new_partitions.columns else []
         same_width = self.partitions is not None and s.width(self.partitions) == w
         stampable = same_width and can_stamp(new_partitions)
-        touched_only = stampable and self.rows is not None and self.store.fits(self.rows)
+        touched_only = stampable and self.rows is not None and self.store.base is not None
         assert same_width or not partial, "a partial table keeps the width"
         stamps = stamp_changes(new_partitions, self.generation) if stampable else []
         columns = [*s.compact_columns(w), *counters, *errors, *kept]
@@ -373,16 +373,25 @@ class ControllerContext:
         w = s.width(new_partitions)
         changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
         self.store.extend(rows, changed, int(first["_changed"] or 0))
-        self.partitions = self.store.table
-        assert self.partitions is not None
-        last = self._gauged[1] if self._gauged is not None and self._gauged[0] == key else None
-        if last is not None:
-            aggregated = gauge_moves(rows, w, gauges, literals)
+        folded, last = None, None
+        if not self.store.fits(count):
+            # Past its bound the delta folds into a new base, which the gauges' action writes.
+            folded = local_checkpoint(self.store.table, eager=False)
+            aggregated = folded.withColumns(literals).agg(*gauges)
         else:
-            aggregated = self.partitions.withColumns(literals).agg(*gauges)
-        # The new delta is materialised here, while the checkpoints it reads are held.
-        assert self.store.delta is not None
-        aggregated = aggregated.crossJoin(self.store.delta.agg(F.count(F.lit(1)).alias(DELTA)))
+            assert self.store.delta is not None
+            if self._gauged is not None and self._gauged[0] == key:
+                last = self._gauged[1]
+            table = self.store.table
+            assert table is not None
+            aggregated = (
+                table.withColumns(literals).agg(*gauges)
+                if last is None
+                else gauge_moves(rows, w, gauges, literals)
+            )
+            # The new delta is materialised here, while the checkpoints it reads are held.
+            count_delta = F.count(F.lit(1)).alias(DELTA)
+            aggregated = aggregated.crossJoin(self.store.delta.agg(count_delta))
         self.diff = None
         if diff_totals is not None:
             self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
@@ -391,7 +400,11 @@ class ControllerContext:
         second = aggregated.first()
         assert second is not None
         values = second.asDict() if last is None else moved(last, second.asDict())
-        self.store.delta_rows = int(values.pop(DELTA))
+        if folded is not None:
+            self.store.fold(folded)
+        else:
+            self.store.delta_rows = int(values.pop(DELTA))
+        self.partitions = self.store.table
         row = Row(**{**first.asDict(), **values})
         self.diff_totals = row if self.diff is not None else None
         return row

@@ -5,8 +5,9 @@ Most events change few of the table's rows (a broker failure at 1e7 partitions c
 such an event. So a commit whose diff is a filter of its rows (``controller.diff``, "stamped")
 writes only the rows the event changed, into the ``delta``: the table is the ``base`` with the
 delta's rows in place of their keys' rows (the base is probed against the delta's keys,
-broadcast). A commit that cannot tell its rows apart (it dropped rows or changed the width), or
-that finds the delta at its bound, writes every row into a new base instead (``install``).
+broadcast). A commit that cannot tell its rows apart (it dropped rows or changed the width)
+writes every row into a new base instead (``install``), and a delta that outgrows its bound is
+folded into a new base from the materialised rows (``fold``).
 """
 
 from __future__ import annotations
@@ -46,9 +47,8 @@ class Generations:
         return superseded(self.base, self.delta, KEY)
 
     def fits(self, rows: int) -> bool:
-        """Whether the delta may take another event's rows (of a table of ``rows``)."""
-        bound = min(DELTA_MAX_ROWS, max(rows // 4, DELTA_MIN_ROWS))
-        return self.base is not None and self.delta_rows < bound
+        """Whether the delta is within its bound (for a table of ``rows``)."""
+        return self.delta_rows <= min(DELTA_MAX_ROWS, max(rows // 4, DELTA_MIN_ROWS))
 
     def frames(self) -> list[DataFrame]:
         """The checkpoints behind the table and ``committed`` (to free when they are dead)."""
@@ -76,6 +76,13 @@ class Generations:
         self.delta = local_checkpoint(merged.coalesce(target), eager=False)
         self.delta_rows += count
         self.committed = committed
+        self._retire(before)
+
+    def fold(self, base: DataFrame) -> None:
+        """Make ``base`` (the table as it reads now, checkpointed) the base; no delta."""
+        before = self.frames()
+        self.base, self.delta, self.delta_rows = base, None, 0
+        self._backing = base
         self._retire(before)
 
     def _retire(self, before: list[DataFrame]) -> None:

@@ -148,10 +148,15 @@ def test_a_partial_commit_keeps_the_rows_it_leaves_out(spark: SparkSession) -> N
     epochs = {(r[0], r[1]): r[2] for r in ctx.partitions.select(*KEY, "leader_epoch").collect()}
     assert epochs[(0, 0)] == 7 and sorted(epochs.values()).count(7) == 1
     assert gauges == _gauges_of(spark, ctx)
-    # With the delta at its bound the commit writes every row: those left out are kept too.
+    # A delta past its bound folds into a new base.
     ctx.store.delta_rows = 10**9
     scoped = with_previous(ctx.partitions.where(a0), 1).withColumn("leader_epoch", F.lit(8))
-    ctx.commit(scoped, partial=True)
-    assert ctx.store.delta is None and ctx.partitions.count() == len(PARTS)
+    assert ctx.commit(scoped, partial=True) == _gauges_of(spark, ctx)
+    assert ctx.stamped and ctx.store.delta is None and ctx.partitions.count() == len(PARTS)
+    # Rows carried from an older generation (their previous values unknown): every row is
+    # written, those left out too.
+    stale = with_previous(ctx.partitions.where(a0), 1).withColumn("leader_epoch", F.lit(9))
+    ctx.commit(stale, partial=True)
+    assert not ctx.stamped and ctx.store.delta is None and ctx.partitions.count() == len(PARTS)
     epochs = {(r[0], r[1]): r[2] for r in ctx.partitions.select(*KEY, "leader_epoch").collect()}
-    assert epochs[(0, 0)] == 8 and sorted(epochs.values()).count(8) == 1
+    assert epochs[(0, 0)] == 9 and sorted(epochs.values()).count(9) == 1

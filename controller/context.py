@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -74,6 +75,22 @@ class TopicEntry:
     index: int
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A commit's inputs: the new table, its columns and stamps, and the aggregates to run."""
+
+    table: DataFrame
+    columns: list[str]
+    stamps: list[Column]
+    gauges: tuple[Column, ...]
+    events: tuple[Column, ...]
+    literals: dict[str, Column]
+    diff_totals: DiffTotals | None
+
+    def unpacked(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))  # shallow, unlike ``astuple``
 
 
 class ControllerContext:
@@ -235,48 +252,31 @@ class ControllerContext:
         cluster = self.view()
         view: BrokerView
         view, literals = cluster.as_columns() or (cluster, {})
-        deleting, started = (
-            tuple(self.deleting),
-            tuple(sorted(self.deletion.topics_with_deletion_started)),
-        )
+        deleting = tuple(self.deleting)
+        started = tuple(sorted(self.deletion.topics_with_deletion_started))
         gauges = gauge_columns(w, view, deleting, started)
         key = (w, cluster, deleting, started)  # what the gauges read besides the rows
         events = event_columns(tuple(counters), bool(errors), bool(stamps))
+        pending = _Pending(new_partitions, columns, stamps, gauges, events, literals, diff_totals)
         row = None
         if touched_only:
             # Rows the event changed, or that carry a result of the handler's.
-            touched = any_of(
-                [
-                    F.col(CHANGE) != UNCHANGED,
-                    *(F.col(c).cast("long") != 0 for c in counters),
-                    *(F.col(c).isNotNull() for c in (*errors, *kept)),
-                ]
-            )
-            row = self._commit_touched(
-                new_partitions, partial, touched, columns, stamps, gauges, events, literals,
-                diff_totals, key,
-            )  # fmt: skip
+            counted = [F.col(c).cast("long") != 0 for c in counters]
+            results = [F.col(c).isNotNull() for c in (*errors, *kept)]
+            touched = any_of([F.col(CHANGE) != UNCHANGED, *counted, *results])
+            row = self._commit_touched(pending, partial, touched, key)
         if row is None:
             replaced = self.generation - 1
             whole = self._whole(new_partitions, replaced) if partial else new_partitions
             stamps = stamp_changes(whole, replaced) if stampable else []
-            row = self._commit_every_row(
-                whole, columns, stamps, gauges, events, literals, diff_totals
-            )
+            row = self._commit_every_row(replace(pending, table=whole, stamps=stamps))
         self._gauged = key, {g: int(row[g] or 0) for g in GAUGES}
-        result = Gauges(
-            global_partition_count=int(row["with_leadership"] or 0),
-            offline_partitions_count=int(row["offline"] or 0),
-            preferred_replica_imbalance_count=int(row["imbalance"] or 0),
-            global_topic_count=len(self.topics),
-            topics_to_delete_count=len(self.deleting),
-            replicas_to_delete_count=int(row["ReplicasToDeleteCount"] or 0),
-            topics_ineligible_to_delete_count=len(self.deletion.topics_ineligible_for_deletion),
-            replicas_ineligible_to_delete_count=int(row["ReplicasIneligibleToDeleteCount"] or 0),
-            under_replicated_partitions=int(row["urp"] or 0),
-            reassigning_partitions=int(row["reassigning"] or 0),
-            lagging_followers=int(row["lagging"] or 0),
-            counters={c: int(row[c] or 0) for c in (*counters, *errors)},
+        result = Gauges.of(
+            row,
+            (*counters, *errors),
+            topics=len(self.topics),
+            to_delete=len(self.deleting),
+            ineligible=len(self.deletion.topics_ineligible_for_deletion),
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, result)
         return result
@@ -296,18 +296,10 @@ class ControllerContext:
         created = int(row["_created"] or 0)
         return self.rows is not None and rows == self.rows + created and not row["_stale"]
 
-    def _commit_every_row(
-        self,
-        new_partitions: DataFrame,
-        columns: list[str],
-        stamps: list[Column],
-        gauges: tuple[Column, ...],
-        events: tuple[Column, ...],
-        literals: dict[str, Column],
-        diff_totals: DiffTotals | None,
-    ) -> Row:
+    def _commit_every_row(self, pending: _Pending) -> Row:
         """Write every row into a new base: one action materialises it and computes the gauges
         and, when stamped, checkpoints the diff and totals it."""
+        new_partitions, columns, stamps, gauges, events, literals, diff_totals = pending.unpacked()
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event.
         table = local_checkpoint(new_partitions.select(*columns, *stamps), eager=False)
@@ -333,17 +325,7 @@ class ControllerContext:
         return row
 
     def _commit_touched(
-        self,
-        new_partitions: DataFrame,
-        partial: bool,
-        touched: Column,
-        columns: list[str],
-        stamps: list[Column],
-        gauges: tuple[Column, ...],
-        events: tuple[Column, ...],
-        literals: dict[str, Column],
-        diff_totals: DiffTotals | None,
-        key: tuple,
+        self, pending: _Pending, partial: bool, touched: Column, key: tuple
     ) -> Row | None:
         """Write the rows the event touched into the delta; None (nothing committed) when the
         generation turns out not stamped.
@@ -353,6 +335,7 @@ class ControllerContext:
         besides the rows (``key``) is as at the last commit, the gauges are the last ones moved
         by the changed rows; otherwise they are computed over the new table (the base and the
         new delta, both materialised by then)."""
+        new_partitions, columns, stamps, gauges, events, literals, diff_totals = pending.unpacked()
         # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
         # push it through the handler's projections one by one, inlining each layer's
         # expressions into the condition, which then grows exponentially with the layers.

@@ -7,6 +7,7 @@ Their aggregate Columns are built once per key (``lru_cache``): an event's are o
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -48,6 +49,27 @@ class Gauges:
     reassigning_partitions: int = 0
     lagging_followers: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, row: Mapping[str, Any], counters: Sequence[str], topics: int, to_delete: int,
+        ineligible: int,
+    ) -> Gauges:  # fmt: skip
+        """From a commit's aggregates (``GAUGES``, ``counters``) and the driver's topic counts."""
+        return cls(
+            global_partition_count=int(row["with_leadership"] or 0),
+            offline_partitions_count=int(row["offline"] or 0),
+            preferred_replica_imbalance_count=int(row["imbalance"] or 0),
+            global_topic_count=topics,
+            topics_to_delete_count=to_delete,
+            replicas_to_delete_count=int(row["ReplicasToDeleteCount"] or 0),
+            topics_ineligible_to_delete_count=ineligible,
+            replicas_ineligible_to_delete_count=int(row["ReplicasIneligibleToDeleteCount"] or 0),
+            under_replicated_partitions=int(row["urp"] or 0),
+            reassigning_partitions=int(row["reassigning"] or 0),
+            lagging_followers=int(row["lagging"] or 0),
+            counters={c: int(row[c] or 0) for c in counters},
+        )
 
 
 # The names ``gauge_columns`` gives its aggregates: sums over the rows, every one of them.

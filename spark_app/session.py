@@ -78,8 +78,8 @@ def get_spark(
         # call site (about 4x the round trips of an election's plan).
         "spark.python.sql.dataFrameDebugging.enabled": "false",
         # The optimizer infers each operator's constraints from the aliases of every projection
-        # below it, a cost that grows with the handler's layers of columns; it only ever pruned
-        # nothing here (PruneFilters took half of an event's optimizer time at 1e5).
+        # below it, a cost that grows with the handler's layers of columns, and here it pruned
+        # nothing (PruneFilters took half of a startup's optimizer time at 1e5).
         "spark.sql.constraintPropagation.enabled": "false",
     }
     if not submitted:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -88,9 +87,6 @@ class _Pending:
     events: tuple[Column, ...]
     literals: dict[str, Column]
     diff_totals: DiffTotals | None
-
-    def unpacked(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))  # shallow, unlike ``astuple``
 
 
 class ControllerContext:
@@ -299,28 +295,31 @@ class ControllerContext:
     def _commit_every_row(self, pending: _Pending) -> Row:
         """Write every row into a new base: one action materialises it and computes the gauges
         and, when stamped, checkpoints the diff and totals it."""
-        new_partitions, columns, stamps, gauges, events, literals, diff_totals = pending.unpacked()
         # A local checkpoint cuts the logical plan at every generation: without it each plan
         # would carry every ancestor's expressions and planning time would grow per event.
-        table = local_checkpoint(new_partitions.select(*columns, *stamps), eager=False)
-        aggregated = table.withColumns(literals).agg(*gauges, *events, count_rows())
+        table = local_checkpoint(
+            pending.table.select(*pending.columns, *pending.stamps), eager=False
+        )
+        aggregated = table.withColumns(pending.literals).agg(
+            *pending.gauges, *pending.events, count_rows()
+        )
         diff = None
-        if stamps and diff_totals is not None:
+        if pending.stamps and pending.diff_totals is not None:
             # The diff is a filter of the new rows: materialised and totalled by the same job
             # (a second action would plan and run a pass of its own). Dropped below when the
             # generation turns out not stamped.
             diff = local_checkpoint(stamped_diff(table), eager=False)
-            frame, totals = diff_totals(diff)
+            frame, totals = pending.diff_totals(diff)
             aggregated = aggregated.crossJoin(frame.agg(*totals))
         row = aggregated.first()
         assert row is not None
-        self.stamped = bool(stamps) and self._is_stamped(row, int(row["_rows"]))
+        self.stamped = bool(pending.stamps) and self._is_stamped(row, int(row["_rows"]))
         self.rows = int(row["_rows"])
         if diff is not None and not self.stamped:
             release(diff)
             diff = None
         self.diff, self.diff_totals = diff, row if diff is not None else None
-        self.store.install(table, s.compact_columns(s.width(new_partitions)))
+        self.store.install(table, s.compact_columns(s.width(pending.table)))
         self.partitions = self.store.table
         return row
 
@@ -335,15 +334,16 @@ class ControllerContext:
         besides the rows (``key``) is as at the last commit, the gauges are the last ones moved
         by the changed rows; otherwise they are computed over the new table (the base and the
         new delta, both materialised by then)."""
-        new_partitions, columns, stamps, gauges, events, literals, diff_totals = pending.unpacked()
         # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
         # push it through the handler's projections one by one, inlining each layer's
         # expressions into the condition, which then grows exponentially with the layers.
-        stamped = new_partitions.select(*columns, *stamps, F.spark_partition_id().alias(CUT))
+        stamped = pending.table.select(
+            *pending.columns, *pending.stamps, F.spark_partition_id().alias(CUT)
+        )
         rows = local_checkpoint(stamped.where(touched), eager=False)
-        totalled = rows.agg(*events, count_changed())
+        totalled = rows.agg(*pending.events, count_changed())
         if not partial:  # Spark prunes the handler's columns away from the count
-            totalled = totalled.crossJoin(new_partitions.agg(count_rows()))
+            totalled = totalled.crossJoin(pending.table.agg(count_rows()))
         first = totalled.first()
         assert first is not None and self.rows is not None
         # A partial table's other rows are there, unchanged.
@@ -353,14 +353,14 @@ class ControllerContext:
             return None
         self.stamped = True
         self.rows = count
-        w = s.width(new_partitions)
+        w = s.width(pending.table)
         changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
         self.store.extend(rows, changed, int(first["_changed"] or 0))
         folded, last = None, None
         if not self.store.fits(count):
             # Past its bound the delta folds into a new base, which the gauges' action writes.
             folded = local_checkpoint(self.store.table, eager=False)
-            aggregated = folded.withColumns(literals).agg(*gauges)
+            aggregated = folded.withColumns(pending.literals).agg(*pending.gauges)
         else:
             assert self.store.delta is not None
             if self._gauged is not None and self._gauged[0] == key:
@@ -368,17 +368,17 @@ class ControllerContext:
             table = self.store.table
             assert table is not None
             aggregated = (
-                table.withColumns(literals).agg(*gauges)
+                table.withColumns(pending.literals).agg(*pending.gauges)
                 if last is None
-                else gauge_moves(rows, w, gauges, literals)
+                else gauge_moves(rows, w, pending.gauges, pending.literals)
             )
             # The new delta is materialised here, while the checkpoints it reads are held.
             count_delta = F.count(F.lit(1)).alias(DELTA)
             aggregated = aggregated.crossJoin(self.store.delta.agg(count_delta))
         self.diff = None
-        if diff_totals is not None:
+        if pending.diff_totals is not None:
             self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
-            frame, totals = diff_totals(self.diff)
+            frame, totals = pending.diff_totals(self.diff)
             aggregated = aggregated.crossJoin(frame.agg(*totals))
         second = aggregated.first()
         assert second is not None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from controller.checkpoint import local_checkpoint
-from controller.zk.memory_merge import superseded
+from controller.zk.memory_merge import named_rows, superseded
 from statemachines import schemas as s
 
 KEY = (s.TOPIC_INDEX, s.PARTITION)
@@ -45,6 +45,11 @@ class Generations:
         if self.base is None or self.delta is None:
             return self.base
         return superseded(self.base, self.delta, KEY)
+
+    def rows_named(self, keys: DataFrame) -> DataFrame:
+        """The table's rows whose key is one of ``keys`` (a small frame); lazy."""
+        assert self.base is not None
+        return named_rows(self.base, self.delta, keys, KEY)
 
     def fits(self, rows: int) -> bool:
         """Whether the delta is within its bound (for a table of ``rows``)."""

@@ -39,6 +39,7 @@ else:
 log = logging.getLogger(__name__)
 
 _KEY = [s.TOPIC_INDEX, s.PARTITION]
+_KEY_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
 ALTER_ISR_SCHEMA = (
     f"{s.TOPIC_INDEX} int, {s.PARTITION} int, _sender int, _req_epoch int, _new_isr array<int>, "
     "_req_version int"
@@ -102,9 +103,10 @@ class IsrEvents(_Controller):
             F.col(s.CONTROLLER_EPOCH).alias(f"_zk_{s.CONTROLLER_EPOCH}"),
             F.col(s.ZK_VERSION).alias(f"_zk_{s.ZK_VERSION}"),
         )
-        table = self._table()
-        w = s.width(table)
+        named = [(self.ctx.topics[t].index, p) for t, p in known]
         # Only the partitions read: the commit is partial.
+        table = self._table(named=local_frame(self.spark, named, _KEY_SCHEMA))
+        w = s.width(table)
         joined = table.join(F.broadcast(fresh), _KEY)
         hit = F.col(f"_zk_{s.ZK_VERSION}").isNotNull()
 
@@ -179,9 +181,9 @@ class IsrEvents(_Controller):
 
     def _alter_isr(self, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
-        table = self._table()
-        w = s.width(table)
         requests = local_frame(self.spark, rows, ALTER_ISR_SCHEMA).withColumn("_req", F.lit(True))
+        table = self._table(named=requests)
+        w = s.width(table)
         joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
         req = F.coalesce(F.col("_req"), F.lit(False))
         current = F.array_compact(

@@ -268,13 +268,16 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             self._schedule_auto_rebalance(FIRST_AUTO_REBALANCE_DELAY_MS)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _table(self, scope: Column | None = None) -> DataFrame:
+    def _table(self, scope: Column | None = None, named: DataFrame | None = None) -> DataFrame:
         """The committed generation, each row with its own values beside it: handlers carry
         them, so the commit can tell what changed without joining two generations
-        (``controller.diff``). ``scope``: only the rows an event may touch (commit the
-        result with ``partial``)."""
+        (``controller.diff``). ``scope``: only the rows an event may touch; ``named``: only
+        the rows of these keys (a small frame of ``topic_index``, ``partition``). Commit
+        either's result with ``partial``."""
         table = self.ctx.partitions
         assert table is not None, "no generation yet: the controller is not active"
+        if named is not None:
+            table = self.ctx.store.rows_named(named)
         return with_previous(table if scope is None else table.where(scope), self.ctx.generation)
 
     def _width(self) -> int:

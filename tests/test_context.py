@@ -121,6 +121,12 @@ def test_a_stamped_commit_writes_only_the_rows_it_changed(spark: SparkSession) -
     ]
     assert sorted(r[0] for r in ctx.partitions.select("leader").collect()) == [-1, -1, 1, 2]
     assert ctx.partitions.count() == len(PARTS)
+    # The rows of named keys read the delta's row in place of the base's, once per key.
+    named = spark.createDataFrame(
+        [(0, 1), (0, 1), (1, 0), (5, 0)], "topic_index int, partition int"
+    )
+    rows = ctx.store.rows_named(named).select(*KEY, "leader").collect()
+    assert sorted(tuple(r) for r in rows) == [(0, 1, 2), (1, 0, -1)]
 
 
 def test_gauges_moved_by_the_changed_rows_equal_a_recount(spark: SparkSession) -> None:

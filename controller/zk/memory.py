@@ -191,6 +191,6 @@ class InMemoryZooKeeper:
         with self.lock:
             self.partitions.prefetch(keys)
 
-    def read_states(self) -> DataFrame | None:
+    def read_states(self, selection: DataFrame | None = None) -> DataFrame | None:
         with self.lock:
-            return self.partitions.states()
+            return self.partitions.states(selection)

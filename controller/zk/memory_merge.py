@@ -86,6 +86,19 @@ def superseded(rows: DataFrame, newer: DataFrame, key: Sequence[str] = KEY) -> D
     return rows.join(F.broadcast(newer.select(*keys)), keys, "left_anti").unionByName(newer)
 
 
+def named_rows(
+    base: DataFrame, delta: DataFrame | None, keys: DataFrame, key: Sequence[str] = KEY
+) -> DataFrame:
+    """The rows of ``superseded(base, delta, key)`` whose ``key`` is one of ``keys`` (a small
+    frame; broadcast). The keys meet each part before the delta's keys meet the base, so only
+    the named base rows are probed against the delta: at 1e7 rows, probing every base row
+    against a delta of 300,000 keys costs 3-5 times a plain scan."""
+    cols = list(key)
+    named = F.broadcast(keys.select(*cols))
+    rows = base.join(named, cols, "left_semi")
+    return rows if delta is None else superseded(rows, delta.join(named, cols, "left_semi"), cols)
+
+
 def rows_where(
     base: DataFrame | None, delta: DataFrame | None, wanted: Column, columns: Sequence[str]
 ) -> list[dict[str, Any]]:

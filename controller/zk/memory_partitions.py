@@ -41,6 +41,7 @@ from controller.checkpoint import local_checkpoint, release
 from controller.zk.memory_merge import (
     failed_rows,
     merged_rows,
+    named_rows,
     rows_where,
     superseded,
     without_base,
@@ -273,11 +274,14 @@ class PartitionRegion:
             self._workdir = None
 
     # -- bulk ------------------------------------------------------------------------------
-    def states(self) -> DataFrame | None:
-        """Current state rows (all columns of ``INTERNAL_SCHEMA``) after merging the overlay."""
+    def states(self, selection: DataFrame | None = None) -> DataFrame | None:
+        """Current state rows (all columns of ``INTERNAL_SCHEMA``) after merging the overlay;
+        only those of ``selection``'s keys when given."""
         self.flush()
-        table = self.table
-        return None if table is None else table.filter(F.col("has_state"))
+        if self.base is None:
+            return None
+        table = self.table if selection is None else named_rows(self.base, self.delta, selection)
+        return table.filter(F.col("has_state"))
 
     def bulk_write(
         self,

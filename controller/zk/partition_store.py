@@ -111,24 +111,20 @@ class PartitionStateStore:
     def _read_memory(self, spark: SparkSession, selection: DataFrame | None) -> DataFrame:
         self.client._live()
         store = self.client.store
-        states = store.read_states()
+        keys = None if selection is None else selection.select(TOPIC, PARTITION)
+        states = store.read_states(keys)
         if states is None:
             return local_frame(spark, [], STATES_SCHEMA)
         malformed = sorted(store.partitions.malformed)
         if malformed:
             bad = local_frame(spark, malformed, _KEY_SCHEMA)
-            if selection is not None:
-                bad = bad.join(selection.select(TOPIC, PARTITION), [TOPIC, PARTITION], "left_semi")
+            if keys is not None:
+                bad = bad.join(keys, [TOPIC, PARTITION], "left_semi")
             hit = bad.limit(1).collect()
             if hit:
                 path = PartitionStateZNode.path(hit[0][0], hit[0][1])
                 raise MalformedZnodeError(path, "not a partition state")
-        out = states.select(*STATE_COLUMNS)
-        if selection is not None:
-            out = out.join(
-                selection.select(TOPIC, PARTITION).distinct(), [TOPIC, PARTITION], "left_semi"
-            )
-        return out
+        return states.select(*STATE_COLUMNS)
 
     def _kazoo(self) -> KazooZkClient:
         assert isinstance(self.client, KazooZkClient)

@@ -298,6 +298,14 @@ def test_small_writes_supersede_rows_through_a_delta_until_it_outgrows_its_bound
     expected[("t3", 50)] = 1
     assert versions() == expected
     assert region.base is base and region.delta is not None  # 201 rows superseded, no new base
+    # A read of named keys meets the delta's rows in place of the base's (a key named twice,
+    # or without a node, reads as in the whole table).
+    picked = [("t3", 50), ("t3", 5), ("t3", 5), ("t4", 60), ("t9", 99), ("t9", 100)]
+    selection = spark.createDataFrame(picked, f"{TOPIC} string, {PARTITION} int")
+    read = writer.read_states(spark, selection).collect()
+    assert sorted((r[TOPIC], r[PARTITION], r[ZK_VERSION]) for r in read) == sorted(
+        (*k, expected[k]) for k in set(picked) if k in expected
+    )
     stale = writer.write_states(first, epoch_version).select("error").distinct().collect()
     assert stale == [("BADVERSION",)]
     assert client.get(PartitionStateZNode.path("t3", 5))[1].version == 2

@@ -4,10 +4,10 @@ Everything that grows with partitions lives in the generation (persisted compact
 ``statemachines.schemas``); the driver keeps only brokers, topics and in-flight admin work.
 ``commit`` is the one place a generation is swapped. An event whose diff is a filter of its rows
 (``controller.diff``) checkpoints only the rows it touched, which join the delta over the last
-base (``controller.generations``): one action materialises them and the next delta, with the
-event's totals, the controller gauges (spec §16.1) and, for the caller, the diff's totals. Any
-other event checkpoints every row into a new base in one action that also computes the gauges
-(and the diff's totals). The controller frees what a commit replaced.
+base (``controller.generations``): one action materialises them with the event's totals, and a
+second computes the controller gauges (spec §16.1) over the new table and, for the caller, the
+diff's totals. Any other event checkpoints every row into a new base in one action that also
+computes the gauges (and the diff's totals). The controller frees what a commit replaced.
 """
 
 from __future__ import annotations
@@ -329,11 +329,11 @@ class ControllerContext:
         """Write the rows the event touched into the delta; None (nothing committed) when the
         generation turns out not stamped.
 
-        One action materialises the touched rows and the next delta, and computes the event's
-        totals over the rows, the new row count, the diff's totals and the gauges. When what
-        the gauges read besides the rows (``key``) is as at the last commit, they are the last
-        ones moved by the changed rows; otherwise they are computed over the new table. A delta
-        that outgrows its bound is then folded into a new base, by an action of its own."""
+        One action materialises the touched rows, with the event's totals over them and the
+        new row count; a second totals the diff and computes the gauges. When what they read
+        besides the rows (``key``) is as at the last commit, the gauges are the last ones moved
+        by the changed rows; otherwise they are computed over the new table (the base and the
+        new delta, both materialised by then)."""
         # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
         # push it through the handler's projections one by one, inlining each layer's
         # expressions into the condition, which then grows exponentially with the layers.
@@ -341,44 +341,54 @@ class ControllerContext:
             *pending.columns, *pending.stamps, F.spark_partition_id().alias(CUT)
         )
         rows = local_checkpoint(stamped.where(touched), eager=False)
-        w = s.width(pending.table)
-        changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
-        last = self._gauged[1] if self._gauged is not None and self._gauged[0] == key else None
-        aggregated = rows.agg(*pending.events, count_changed())
+        totalled = rows.agg(*pending.events, count_changed())
         if not partial:  # Spark prunes the handler's columns away from the count
-            aggregated = aggregated.crossJoin(pending.table.agg(count_rows()))
-        delta = self.store.next_delta(changed)
-        aggregated = aggregated.crossJoin(delta.agg(F.count(F.lit(1)).alias(DELTA)))
-        if last is None:
-            table = self.store.table_with(delta).withColumns(pending.literals)
-            aggregated = aggregated.crossJoin(table.agg(*pending.gauges))
-        else:
-            aggregated = aggregated.crossJoin(
-                gauge_moves(rows, w, pending.gauges, pending.literals)
-            )
-        diff = stamped_diff(rows)  # a filter of the materialised touched rows
-        if pending.diff_totals is not None:
-            frame, totals = pending.diff_totals(diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
-        row = aggregated.first()
-        assert row is not None and self.rows is not None
+            totalled = totalled.crossJoin(pending.table.agg(count_rows()))
+        first = totalled.first()
+        assert first is not None and self.rows is not None
         # A partial table's other rows are there, unchanged.
-        count = self.rows + int(row["_created"] or 0) if partial else int(row["_rows"])
-        if not self._is_stamped(row, count):
+        count = self.rows + int(first["_created"] or 0) if partial else int(first["_rows"])
+        if not self._is_stamped(first, count):
             release(rows)
-            release(delta)
             return None
         self.stamped = True
         self.rows = count
-        values = row.asDict() if last is None else moved(last, row.asDict())
-        self.store.extend(rows, delta, int(values.pop(DELTA)))
+        w = s.width(pending.table)
+        changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
+        self.store.extend(rows, changed, int(first["_changed"] or 0))
+        folded, last = None, None
         if not self.store.fits(count):
-            # Past its bound the delta folds into a new base now: left to the next commit, the
-            # fold would land on whatever small event comes next.
-            self.store.fold(local_checkpoint(self.store.table), rows)
+            # Past its bound the delta folds into a new base, which the gauges' action writes.
+            folded = local_checkpoint(self.store.table, eager=False)
+            aggregated = folded.withColumns(pending.literals).agg(*pending.gauges)
+        else:
+            assert self.store.delta is not None
+            if self._gauged is not None and self._gauged[0] == key:
+                last = self._gauged[1]
+            table = self.store.table
+            assert table is not None
+            aggregated = (
+                table.withColumns(pending.literals).agg(*pending.gauges)
+                if last is None
+                else gauge_moves(rows, w, pending.gauges, pending.literals)
+            )
+            # The new delta is materialised here, while the checkpoints it reads are held.
+            count_delta = F.count(F.lit(1)).alias(DELTA)
+            aggregated = aggregated.crossJoin(self.store.delta.agg(count_delta))
+        self.diff = None
+        if pending.diff_totals is not None:
+            self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
+            frame, totals = pending.diff_totals(self.diff)
+            aggregated = aggregated.crossJoin(frame.agg(*totals))
+        second = aggregated.first()
+        assert second is not None
+        values = second.asDict() if last is None else moved(last, second.asDict())
+        if folded is not None:
+            self.store.fold(folded)
+        else:
+            self.store.delta_rows = int(values.pop(DELTA))
         self.partitions = self.store.table
-        self.diff = diff if pending.diff_totals is not None else None
-        row = Row(**values)
+        row = Row(**{**first.asDict(), **values})
         self.diff_totals = row if self.diff is not None else None
         return row
 

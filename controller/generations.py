@@ -67,33 +67,27 @@ class Generations:
         self._backing = self.committed = committed
         self._retire(before)
 
-    def next_delta(self, changed: DataFrame) -> DataFrame:
-        """The delta with ``changed`` (compact rows) in place of their keys' rows, checkpointed
-        lazily: the commit's action materialises it. The store is unchanged until ``extend``."""
+    def extend(self, committed: DataFrame, changed: DataFrame, count: int) -> None:
+        """Put ``changed`` (compact rows of ``committed``, the touched rows of a commit, at
+        most ``count``) in place of their keys' rows.
+
+        The new delta is checkpointed lazily: the next pass over the table materialises it, and
+        the replaced delta may be freed after that."""
         assert self.base is not None
+        before = self.frames()
         merged = changed if self.delta is None else superseded(self.delta, changed, KEY)
         # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
         target = changed.sparkSession.sparkContext.defaultParallelism
-        return local_checkpoint(merged.coalesce(target), eager=False)
-
-    def table_with(self, delta: DataFrame) -> DataFrame:
-        """The table as it reads with ``delta`` (a ``next_delta``) in place of the delta."""
-        assert self.base is not None
-        return superseded(self.base, delta, KEY)
-
-    def extend(self, committed: DataFrame, delta: DataFrame, rows: int) -> None:
-        """Make ``delta`` (a ``next_delta`` of ``rows`` rows, materialised) the delta, and
-        ``committed`` (the touched rows of the commit) the last commit's rows."""
-        before = self.frames()
-        self.delta, self.delta_rows, self.committed = delta, rows, committed
+        self.delta = local_checkpoint(merged.coalesce(target), eager=False)
+        self.delta_rows += count
+        self.committed = committed
         self._retire(before)
 
-    def fold(self, base: DataFrame, committed: DataFrame) -> None:
-        """Make ``base`` (every row, checkpointed) the base, with no delta, and ``committed``
-        the last commit's rows."""
+    def fold(self, base: DataFrame) -> None:
+        """Make ``base`` (the table as it reads now, checkpointed) the base; no delta."""
         before = self.frames()
         self.base, self.delta, self.delta_rows = base, None, 0
-        self._backing, self.committed = base, committed
+        self._backing = base
         self._retire(before)
 
     def _retire(self, before: list[DataFrame]) -> None:

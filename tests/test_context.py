@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import generations
 from controller.context import ControllerContext, LiveBroker
 from controller.diff import KEY, with_previous
 from controller.gauges import Gauges
@@ -146,9 +144,7 @@ def test_gauges_moved_by_the_changed_rows_equal_a_recount(spark: SparkSession) -
         assert ctx.stamped and gauges == _gauges_of(spark, ctx)
 
 
-def test_a_partial_commit_keeps_the_rows_it_leaves_out(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_partial_commit_keeps_the_rows_it_leaves_out(spark: SparkSession) -> None:
     ctx = _context(spark)
     ctx.load(compact_frame(spark, PARTS)[0])
     a0 = (F.col("topic_index") == 0) & (F.col("partition") == 0)
@@ -159,7 +155,7 @@ def test_a_partial_commit_keeps_the_rows_it_leaves_out(
     assert epochs[(0, 0)] == 7 and sorted(epochs.values()).count(7) == 1
     assert gauges == _gauges_of(spark, ctx)
     # A delta past its bound folds into a new base.
-    monkeypatch.setattr(generations, "DELTA_MAX_ROWS", 0)
+    ctx.store.delta_rows = 10**9
     scoped = with_previous(ctx.partitions.where(a0), 1).withColumn("leader_epoch", F.lit(8))
     assert ctx.commit(scoped, partial=True) == _gauges_of(spark, ctx)
     assert ctx.stamped and ctx.store.delta is None and ctx.partitions.count() == len(PARTS)

@@ -34,8 +34,12 @@ memory (Python RSS, JVM heap after a full GC, cached blocks) after setup and aft
 lineage check on the ``--lineage-size`` cluster: ``--lineage-events`` alternating small events
 (an ElectLeaders of one partition, a crash or return of one broker), first 20 vs last 20.
 
+With ``--bursts-only`` the steps above are replaced by one broker failure and its return (the
+tables then hold deltas, as after any event), and ``--repeat`` counts the ZooKeeper bursts.
+
     python bench/controller.py [--sizes 1e5,1e6,1e7] [--repeat 3] [--lineage-events 200]
-                               [--driver-memory 8g] [--out bench/results/controller-DATE.json]
+                               [--bursts-only] [--driver-memory 8g]
+                               [--out bench/results/controller-DATE.json]
 """
 
 from __future__ import annotations
@@ -529,6 +533,14 @@ def isr_burst(bench: Bench, offset: int, changes: int, alter_isr: bool) -> dict[
     return result
 
 
+def failure_and_return(bench: Bench) -> None:
+    """One broker failure and its return (the first sample of ``one_repeat``'s phase A)."""
+    failed = next(b for b in rack(2) if b not in {0, 1})  # as one_repeat(bench, 0)
+    bench.step(BROKER_FAILURE, lambda: bench.crash([failed]), ["BrokerChange"])
+    bench.step(BROKER_STARTUP, lambda: bench.start([failed]), ["BrokerChange"])
+    bench.rejoin_isr([failed])
+
+
 def bench_size(
     spark: SparkSession,
     n: int,
@@ -536,6 +548,7 @@ def bench_size(
     lineage_events: int | None,
     isr_changes: int,
     alter_isr_changes: int,
+    bursts_only: bool = False,
 ) -> dict[str, Any]:
     bench, timings = setup(spark, n)
     print(
@@ -545,8 +558,11 @@ def bench_size(
     )
     after_setup = memory(spark)
     print(f"[{n:.0e}] memory after setup: {after_setup}")
-    for r in range(repeat):
-        one_repeat(bench, r)
+    if bursts_only:
+        failure_and_return(bench)
+    else:
+        for r in range(repeat):
+            one_repeat(bench, r)
     lineage_result = lineage(bench, lineage_events) if lineage_events else None
     bursts: dict[str, list[dict[str, Any]] | None] = {"zk": None, "alter_isr": None}
     topics_per_burst = -(-max(isr_changes, alter_isr_changes, 1) // PARTITIONS_PER_TOPIC)
@@ -733,6 +749,11 @@ def main(argv: list[str] | None = None) -> int:
         help="ISR changes of the one AlterIsr burst per size (0: none)",
     )
     parser.add_argument(
+        "--bursts-only",
+        action="store_true",
+        help="one broker failure and return, then the ISR bursts (no other steps)",
+    )
+    parser.add_argument(
         "--driver-memory",
         default="auto",
         help="JVM heap, where the cached tables live (auto: 8g, 16g when 1e7 is among the sizes)",
@@ -763,7 +784,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         events = args.lineage_events if n == lineage_size else None
         results.append(
-            bench_size(spark, n, args.repeat, events, args.isr_changes, args.alter_isr_changes)
+            bench_size(
+                spark,
+                n,
+                args.repeat,
+                events,
+                args.isr_changes,
+                args.alter_isr_changes,
+                args.bursts_only,
+            )
         )
     load_end = os.getloadavg()
 
@@ -794,6 +823,7 @@ def main(argv: list[str] | None = None) -> int:
             "sizes": sizes,
             "repeat": args.repeat,
             "lineage_events": args.lineage_events,
+            "bursts_only": args.bursts_only,
             "lineage_size": lineage_size,
             "brokers": BROKERS,
             "racks": RACKS,

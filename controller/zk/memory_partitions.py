@@ -188,9 +188,6 @@ class PartitionRegion:
 
         return get_spark()
 
-    def _empty(self, spark: SparkSession) -> DataFrame:
-        return local_frame(spark, [], INTERNAL_SCHEMA)
-
     def _install(self, new_base: DataFrame, backing: DataFrame | None = None) -> None:
         """Make ``new_base`` (every row) the base, with an empty delta; free the replaced ones.
 
@@ -250,7 +247,7 @@ class PartitionRegion:
                 self._supersede(changed, len(rows))  # no node deleted: the rows replace theirs
             else:
                 key_df = local_frame(spark, keys, INTERNAL_SCHEMA[:2])
-                table = self.table if self.base is not None else self._empty(spark)
+                table = self.table if self.base is not None else changed.limit(0)  # no rows yet
                 self._install(
                     table.join(F.broadcast(key_df), KEY, "left_anti").unionByName(changed)
                 )

@@ -370,6 +370,12 @@ def failover(bench: Bench, old: int) -> None:
     bench.step(None, lambda: bench.start([old]), [])
 
 
+def failed_broker(r: int) -> int:
+    """The broker of rack 2 that fails in repeat ``r`` (never a controller: 0 or 1)."""
+    spare = [b for b in rack(2) if b not in {0, 1}]
+    return spare[r % len(spare)]
+
+
 def one_repeat(bench: Bench, r: int) -> None:
     """One sample of every bulk operation and two controller failovers (see module docstring).
 
@@ -378,8 +384,7 @@ def one_repeat(bench: Bench, r: int) -> None:
     group of one rack leaving takes no partition offline.
     """
     controllers = {0, 1}
-    spare = [b for b in rack(2) if b not in controllers]
-    failed = spare[r % len(spare)]
+    failed = failed_broker(r)
     group_pool = [b for b in rack(1) if b not in controllers]
     groups = len(group_pool) // GROUP
     group = group_pool[(r % groups) * GROUP : (r % groups + 1) * GROUP]
@@ -535,7 +540,7 @@ def isr_burst(bench: Bench, offset: int, changes: int, alter_isr: bool) -> dict[
 
 def failure_and_return(bench: Bench) -> None:
     """One broker failure and its return (the first sample of ``one_repeat``'s phase A)."""
-    failed = next(b for b in rack(2) if b not in {0, 1})  # as one_repeat(bench, 0)
+    failed = failed_broker(0)
     bench.step(BROKER_FAILURE, lambda: bench.crash([failed]), ["BrokerChange"])
     bench.step(BROKER_STARTUP, lambda: bench.start([failed]), ["BrokerChange"])
     bench.rejoin_isr([failed])

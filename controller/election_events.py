@@ -7,13 +7,12 @@ reschedules itself every ``leader.imbalance.check.interval.seconds``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.handlers import election as he
-from statemachines.columns import MAX_LISTED_PARTITIONS, in_partitions
 from statemachines.local_rows import local_frame
 
 if TYPE_CHECKING:
@@ -31,21 +30,19 @@ class ElectionEvents(_Controller):
         if not self.is_active:
             reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
             return
-        if event.partitions is None:
-            selection: Any = F.lit(True)
-        else:
+        # Only the listed partitions that need the election can change: a partial commit.
+        scope = he.replica_election_scope(event.election_type, self.ctx.view())
+        named = None
+        if event.partitions is not None:
             keys = {
                 (self.ctx.topics[p.topic].index, p.partition)
                 for p in event.partitions
                 if p.topic in self.ctx.topics
             }
-            if len(keys) <= MAX_LISTED_PARTITIONS:
-                selection = in_partitions(keys)
-            else:
-                selection = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
+            named = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
         table = he.on_replica_election(
-            self._table(),
-            selection,
+            self._table(scope, named=named),
+            F.lit(True),
             event.election_type,
             event.election_trigger,
             self.ctx.view(),
@@ -53,7 +50,7 @@ class ElectionEvents(_Controller):
             self._unclean_column(),
             self.settings.kafka_version,
         )
-        self._commit(table, "ReplicaLeaderElection")
+        self._commit(table, "ReplicaLeaderElection", partial=True)
         reply("NONE")
 
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------

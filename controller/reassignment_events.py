@@ -111,8 +111,9 @@ class ReassignmentEvents(_Controller):
             return {}
         names = {t.index: t.name for t in self.ctx.topics.values()}
         keyed = {(i, p): t for (t, p, _), (i, _, _) in zip(entries, rows, strict=True)}
-        table = self._table()
         plan = local_frame(self.spark, rows, PLAN_SCHEMA)
+        # Only the plan's partitions can change: a partial commit, unless the table widens.
+        table = self._table(named=plan.select(s.TOPIC_INDEX, s.PARTITION))
         checked = hr.validate_reassignments(
             table, plan, self.ctx.view().live, self.ctx.deleting, api
         )
@@ -136,8 +137,11 @@ class ReassignmentEvents(_Controller):
             [(r[s.TOPIC_INDEX], r[s.PARTITION], r[hr.TARGET]) for r in accepted],
             PLAN_SCHEMA,
         )
-        out = hr.start_reassignment(table, start, self.ctx.view(), width)
-        self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS)
+        widens = width > s.width(table)  # every row gets the new width
+        out = hr.start_reassignment(
+            self._table() if widens else table, start, self.ctx.view(), width
+        )
+        self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(
             "[Controller id=%d] Reassigning %d partitions of topics %s",
             self.broker_id, len(accepted), sorted({names[r[s.TOPIC_INDEX]] for r in accepted}),
@@ -146,18 +150,22 @@ class ReassignmentEvents(_Controller):
 
     def resume_reassignments(self) -> None:
         """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
-        table = self._table()
+        # Only partitions being reassigned can change: a partial commit.
+        table = self._table(hr.being_reassigned())
         plan = hr.ongoing_plan(table)
         if plan.limit(1).count():
             out = hr.start_reassignment(table, plan, self.ctx.view())
-            self._commit(out.drop(hr.ERROR), "resume reassignments", extra=hr.COUNTERS)
+            self._commit(
+                out.drop(hr.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
+            )
         if self.register_reassignment_watch():
             self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""
-        out = hr.maybe_complete_reassignment(self._table(), self.ctx.view())
-        self._commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS)
+        table = self._table(hr.being_reassigned())  # the only rows it may touch
+        out = hr.maybe_complete_reassignment(table, self.ctx.view())
+        self._commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 
     # -- after a commit ------------------------------------------------------------------------
     def after_reassignment_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:

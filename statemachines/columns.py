@@ -118,15 +118,12 @@ def has_leadership() -> Column:
     return F.col(s.ZK_VERSION) != s.NO_ZK_VERSION
 
 
-# Above this many keys a selection is better joined (broadcast) than parsed into an IN list.
-MAX_LISTED_PARTITIONS = 10_000
-
-
 def in_partitions(keys: Iterable[tuple[int, int]]) -> Column:
     """The row's (topic_index, partition) is one of ``keys`` (false for none).
 
     One parsed IN over the pair packed into a long (the optimizer makes it a hash-set lookup):
-    neither a join nor a JVM call per key. For driver-side sets up to ``MAX_LISTED_PARTITIONS``.
+    neither a join nor a JVM call per key. For small driver-side sets: a large one is better
+    joined (``statemachines.local_rows``).
     """
     packed = sorted({(int(t) << 32) | int(p) for t, p in keys})
     if not packed:

@@ -321,6 +321,9 @@ def test_replica_election_matches_reference(
     assert _keys(rows, topics, h.ELECTED) == want.elected
     assert _keys(rows, topics, h.FAILED_ELECTION) == want.failed
     assert _keys(rows, topics, h.UNCLEAN_ELECTED) == want.unclean
+    # The controller elects from the scope's rows alone: outside it only result codes.
+    scope = h.replica_election_scope(etype, view)
+    assert_untouched_outside(df, out, scope, (h.ELECTED, h.FAILED_ELECTION, h.UNCLEAN_ELECTED))
 
 
 @SETTINGS

@@ -13,11 +13,12 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from controller.handlers import reassignment as h
 from statemachines import reference_reassignment as ref
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import in_partitions
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition, View
 from statemachines.replica_states import ReplicaState
 from statemachines.schemas import NO_ZK_VERSION
-from tests.frames import compact_frame, read_back
+from tests.frames import assert_untouched_outside, compact_frame, read_back
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PLAN_SCHEMA = "topic_index int, partition int, target array<int>"
@@ -387,6 +388,11 @@ def test_start_reassignment_matches_reference(spark: SparkSession, cluster: Clus
     assert {k: v for k, v in shrinks.items() if v} == {
         k: v for k, v in want.isr_shrinks.items() if v
     }
+    # The controller starts a plan from its partitions' rows alone.
+    df, topics = compact_frame(spark, cluster.parts, cluster.states)
+    out = h.start_reassignment(df, _plan(spark, cluster.plan, topics), view, width=5)
+    planned = in_partitions((topics[t], p) for t, p in cluster.plan)
+    assert_untouched_outside(df, out, planned, h.COUNTERS)
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -406,3 +412,7 @@ def test_maybe_complete_reassignment_matches_reference(
     assert got.keys(h.REASSIGNMENT_COMPLETED) == want.completed
     assert got.keys(h.LEADER_MOVED) == want.leader_moved
     assert got.keys(h.FAILED_ELECTION) == want.failed_election
+    # The controller completes from the rows being reassigned alone.
+    df, _ = compact_frame(spark, cluster.parts, cluster.states)
+    out = h.maybe_complete_reassignment(df, view)
+    assert_untouched_outside(df, out, h.being_reassigned(), h.COUNTERS)

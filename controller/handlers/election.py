@@ -124,16 +124,10 @@ def on_replica_election(
     pre_kip460 = kafka_version < (2, 4)
     if pre_kip460 and election_type is ElectionType.UNCLEAN:
         raise ValueError("UNCLEAN elections exist from Kafka 2.4 (KIP-460)")
-    leader = F.col(s.LEADER)
-    if election_type is ElectionType.PREFERRED:
-        not_needed = leader == F.col(s.replica_col(0))
-    else:
-        # ``liveBrokerIds`` excludes shutting-down brokers, and is broker-level (no log dirs).
-        not_needed = (leader != s.NO_LEADER) & view.live.contains(leader)
     df = _with_requested(partitions, selection).withColumns(
         {_DELETING: in_topics(deleting), _NO_LEADERSHIP: ~has_leadership()}
     )
-    df = df.withColumn(_NOT_NEEDED, ~F.col(_NO_LEADERSHIP) & not_needed)
+    df = df.withColumn(_NOT_NEEDED, ~F.col(_NO_LEADERSHIP) & _not_needed(election_type, view))
     if unclean is not None:
         df = df.withColumn(UNCLEAN, unclean)
     electable = F.col(_REQUESTED) & ~F.col(_DELETING) & ~F.col(_NO_LEADERSHIP) & ~F.col(_NOT_NEEDED)
@@ -162,6 +156,21 @@ def on_replica_election(
         .otherwise(F.lit(None))
     )
     return _counted(outcomes, w, error.cast("string").alias(ELECTION_ERROR))
+
+
+def _not_needed(election_type: ElectionType, view: ClusterView) -> Column:
+    """The partition already has the leader the election would give it (ELECTION_NOT_NEEDED)."""
+    leader = F.col(s.LEADER)
+    if election_type is ElectionType.PREFERRED:
+        return leader == F.col(s.replica_col(0))
+    # ``liveBrokerIds`` excludes shutting-down brokers, and is broker-level (no log dirs).
+    return (leader != s.NO_LEADER) & view.live.contains(leader)
+
+
+def replica_election_scope(election_type: ElectionType, view: ClusterView) -> Column:
+    """Of ``on_replica_election``: partitions with leadership that the election would change,
+    the only ones it may touch (the others only get a result code)."""
+    return has_leadership() & ~_not_needed(election_type, view)
 
 
 def auto_rebalance_candidates(

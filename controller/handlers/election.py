@@ -160,9 +160,9 @@ def on_replica_election(
 
 def _not_needed(election_type: ElectionType, view: ClusterView) -> Column:
     """The partition already has the leader the election would give it (ELECTION_NOT_NEEDED)."""
-    leader = F.col(s.LEADER)
     if election_type is ElectionType.PREFERRED:
-        return leader == F.col(s.replica_col(0))
+        return _led_by_preferred()
+    leader = F.col(s.LEADER)
     # ``liveBrokerIds`` excludes shutting-down brokers, and is broker-level (no log dirs).
     return (leader != s.NO_LEADER) & view.live.contains(leader)
 
@@ -219,10 +219,14 @@ def auto_rebalance_candidates(
     return joined.withColumn(REBALANCE_CANDIDATE, candidate).drop(_OVER)
 
 
+def _led_by_preferred() -> Column:
+    return F.col(s.LEADER) == F.col(s.replica_col(0))
+
+
 def not_preferred() -> Column:
     """Partitions with leadership led by another broker than their preferred replica: the only
-    ones a preferred election may touch."""
-    return has_leadership() & (F.col(s.LEADER) != F.col(s.replica_col(0)))
+    ones a preferred election may touch (``replica_election_scope`` of a preferred one)."""
+    return has_leadership() & ~_led_by_preferred()
 
 
 def check_and_trigger_auto_leader_rebalance(

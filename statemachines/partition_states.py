@@ -135,14 +135,15 @@ class StateChangeResult:
         )
 
 
-def _selection(df: DataFrame, targets: Column | DataFrame) -> DataFrame:
-    """``df`` with a boolean ``_selected``: a predicate, or a DataFrame of (topic_index, partition)."""
+def _selection(df: DataFrame, targets: Column | DataFrame, extra: dict[str, Column]) -> DataFrame:
+    """``df`` with a boolean ``_selected`` (a predicate, or a DataFrame of (topic_index,
+    partition)) and the ``extra`` columns, added in one projection."""
     if isinstance(targets, Column):
-        return df.withColumn(SELECTED, F.coalesce(targets, F.lit(False)))
+        return df.withColumns({SELECTED: F.coalesce(targets, F.lit(False)), **extra})
     keys = targets.select(s.TOPIC_INDEX, s.PARTITION).distinct().withColumn(SELECTED, F.lit(True))
     # Event-sized keys: broadcast, so the table is never shuffled to meet them.
     joined = df.join(F.broadcast(keys), [s.TOPIC_INDEX, s.PARTITION], "left")
-    return joined.withColumn(SELECTED, F.coalesce(F.col(SELECTED), F.lit(False)))
+    return joined.withColumns({SELECTED: F.coalesce(F.col(SELECTED), F.lit(False)), **extra})
 
 
 def handle_state_changes(
@@ -159,28 +160,8 @@ def handle_state_changes(
     OnlinePartition; ``strategy`` is needed when Online/Offline partitions are to be elected.
     """
     s.check_compact(state_df)
-    df = _selection(state_df, targets)
-
-    # The views of what was attempted are computed from the selected rows alone: filtering first
-    # keeps the election off the (usually many) rows an event does not touch.
-    def build(only_selected: bool) -> DataFrame:
-        rows = df.where(F.col(SELECTED)) if only_selected else df
-        return _transition(rows, state_df, target_state, view, strategy)
-
-    return StateChangeResult(build, target_state)
-
-
-def _transition(
-    df: DataFrame,
-    state_df: DataFrame,
-    target_state: PartitionState,
-    view: ClusterView | None,
-    strategy: ElectionStrategy | None,
-) -> DataFrame:
-    w = s.width(state_df)
-    keep = tuple(_carried(state_df, w))
-    errors = ERRORS in df.columns
     view_columns: BrokerView | None = None
+    literals: dict[str, Column] = {}
     if target_state == PartitionState.OnlinePartition:
         if view is None:
             raise ValueError(
@@ -189,8 +170,29 @@ def _transition(
         # Read from columns, the view leaves the Columns the same from one event to the next:
         # they are built once (hundreds of JVM round trips) and the view's sets added as data.
         view_columns, literals = view.as_columns() or (view, {})
-        df = df.withColumns(literals)
-    stages, out = _transition_columns(w, target_state, view_columns, strategy, errors, keep)
+    df = _selection(state_df, targets, literals)
+
+    # The views of what was attempted are computed from the selected rows alone: filtering first
+    # keeps the election off the (usually many) rows an event does not touch.
+    def build(only_selected: bool) -> DataFrame:
+        rows = df.where(F.col(SELECTED)) if only_selected else df
+        return _transition(rows, state_df, target_state, view_columns, strategy)
+
+    return StateChangeResult(build, target_state)
+
+
+def _transition(
+    df: DataFrame,
+    state_df: DataFrame,
+    target_state: PartitionState,
+    view: BrokerView | None,
+    strategy: ElectionStrategy | None,
+) -> DataFrame:
+    """``df`` (``_selection``'s, with the view's columns) moved to ``target_state``."""
+    w = s.width(state_df)
+    keep = tuple(_carried(state_df, w))
+    errors = ERRORS in df.columns
+    stages, out = _transition_columns(w, target_state, view, strategy, errors, keep)
     for stage in stages:
         df = df.withColumns(stage)
     return df.select(*out)
@@ -243,8 +245,7 @@ def _transition_columns(
         stages += elected
     change = LeadershipChange.choose(from_new, init, elect)
     stages.append({"_attempted": selected & valid, "_ok": change.ok})
-    stages.append({"_written": F.col("_attempted") & F.col("_ok")})
-    written = F.col("_written")
+    written = F.col("_attempted") & F.col("_ok")  # two references: inlined, not staged
     out = [
         s.TOPIC_INDEX,
         s.PARTITION,

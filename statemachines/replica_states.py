@@ -99,16 +99,27 @@ def _selected(df: DataFrame, targets: ReplicaSelector, w: int) -> tuple[DataFram
 @dataclass(frozen=True)
 class ReplicaStateChangeResult:
     """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes`` and
-    ``state_change_errors`` per row."""
+    ``state_change_errors`` per row. The reports are built when read: each DataFrame operation
+    is analysed as it is made, and handlers read only ``outcomes``."""
 
     outcomes: DataFrame
-    invalid: DataFrame
-    failed: DataFrame
     target: ReplicaState
+    _staged: DataFrame
+    _plan: _Plan
 
     @property
     def partitions(self) -> DataFrame:
         return self.outcomes.select(*s.compact_columns(s.width(self.outcomes)))
+
+    @property
+    def invalid(self) -> DataFrame:
+        """Key, broker, current state, target and allowed states of each rejected transition."""
+        return self._plan.invalid.of(self._staged)
+
+    @property
+    def failed(self) -> DataFrame:
+        """Key, broker, current state and failure of each transition that failed."""
+        return self._plan.failed.of(self._staged)
 
 
 @dataclass(frozen=True)
@@ -176,9 +187,7 @@ def handle_state_changes(
     plan = _plan(w, target_state, controller_epoch is not None, ERRORS in df.columns, carried)
     for stage in plan.stages:
         df = df.withColumns(stage)
-    return ReplicaStateChangeResult(
-        df.select(*plan.outcomes), plan.invalid.of(df), plan.failed.of(df), target_state
-    )
+    return ReplicaStateChangeResult(df.select(*plan.outcomes), target_state, df, plan)
 
 
 @dataclass(frozen=True)
@@ -281,15 +290,16 @@ def _remove_from_isr(
     """
     reps = [F.col(s.replica_col(k)) for k in range(w)]
     isr = [F.col(s.isr_col(k)) for k in range(w)]
-    stages = [{f"_removed_{k}": leadership & a for k, a in enumerate(apply)}]
-    removed = [F.col(f"_removed_{k}") for k in range(w)]
+    # Each stage is a projection the analyser, optimiser and planner walk: a cheap flag read
+    # W times is inlined. ``_stays_j`` is staged: the compaction reads each of them O(W²) times.
+    removed = [leadership & a for a in apply]
 
     def is_removed(broker: Column) -> Column:
         return reduce(
             lambda acc, k: acc | (removed[k] & (reps[k] == broker)), range(w), F.lit(False)
         )
 
-    stages.append({f"_gone_{j}": (x != s.EMPTY_SLOT) & is_removed(x) for j, x in enumerate(isr)})
+    stages = [{f"_gone_{j}": (x != s.EMPTY_SLOT) & is_removed(x) for j, x in enumerate(isr)}]
     gone = [F.col(f"_gone_{j}") for j in range(w)]
     stages.append(
         {

@@ -64,12 +64,15 @@ _OVER = "_over_threshold_broker"
 COUNTERS = (ELECTED, FAILED_ELECTION, UNCLEAN_ELECTED)
 
 
-def _with_requested(partitions: DataFrame, selection: Column | DataFrame) -> DataFrame:
+def _with_requested(
+    partitions: DataFrame, selection: Column | DataFrame
+) -> tuple[DataFrame, Column]:
+    """The table (joined to the keys of a DataFrame selection) and whether a row is requested."""
     if isinstance(selection, Column):
-        return partitions.withColumn(_REQUESTED, F.coalesce(selection, F.lit(False)))
+        return partitions, F.coalesce(selection, F.lit(False))
     keys = selection.select(s.TOPIC_INDEX, s.PARTITION).distinct().withColumn(_REQUESTED, F.lit(1))
     joined = partitions.join(F.broadcast(keys), [s.TOPIC_INDEX, s.PARTITION], "left")
-    return joined.withColumn(_REQUESTED, F.col(_REQUESTED).isNotNull())
+    return joined, F.col(_REQUESTED).isNotNull()
 
 
 def unknown_partitions(partitions: DataFrame, selection: DataFrame) -> DataFrame:
@@ -124,12 +127,16 @@ def on_replica_election(
     pre_kip460 = kafka_version < (2, 4)
     if pre_kip460 and election_type is ElectionType.UNCLEAN:
         raise ValueError("UNCLEAN elections exist from Kafka 2.4 (KIP-460)")
-    df = _with_requested(partitions, selection).withColumns(
-        {_DELETING: in_topics(deleting), _NO_LEADERSHIP: ~has_leadership()}
-    )
-    df = df.withColumn(_NOT_NEEDED, ~F.col(_NO_LEADERSHIP) & _not_needed(election_type, view))
+    df, requested = _with_requested(partitions, selection)
+    flags = {
+        _REQUESTED: requested,
+        _DELETING: in_topics(deleting),
+        _NO_LEADERSHIP: ~has_leadership(),
+        _NOT_NEEDED: has_leadership() & _not_needed(election_type, view),
+    }
     if unclean is not None:
-        df = df.withColumn(UNCLEAN, unclean)
+        flags[UNCLEAN] = unclean
+    df = df.withColumns(flags)  # one projection
     electable = F.col(_REQUESTED) & ~F.col(_DELETING) & ~F.col(_NO_LEADERSHIP) & ~F.col(_NOT_NEEDED)
     outcomes = partition_changes(
         df,

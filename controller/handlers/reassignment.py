@@ -40,7 +40,7 @@ from statemachines.partition_states import FAILURE, OUTCOME, Outcome, PartitionS
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
-from statemachines.state_change_errors import with_errors
+from statemachines.state_change_errors import ERRORS, existing
 
 TARGET = "target"
 ERROR = "error"
@@ -159,37 +159,47 @@ def validate_reassignments(
     )
 
 
-def _with_counters(df: DataFrame) -> DataFrame:
-    """``df`` with zeroed ``COUNTERS`` and the errors column, where missing."""
-    return with_errors(df.withColumns({c: F.lit(0) for c in COUNTERS if c not in df.columns}))
+def _with_counters(df: DataFrame, w: int, **extra: Column) -> DataFrame:
+    """The compact columns of ``df`` at width ``w`` (and its tracked ones), zeroed ``COUNTERS``,
+    its errors (an empty column if it has none) and ``extra``, in one projection."""
+    return df.select(
+        *s.compact_columns(w),
+        *[c for c in tracked(df) if c != ERRORS],
+        *[F.lit(0).alias(c) for c in COUNTERS],
+        existing(ERRORS in df.columns).alias(ERRORS),
+        *[c.alias(name) for name, c in extra.items()],
+    )
 
 
 def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
-    """``updateLeaderEpoch``: same leader and ISR, epoch+1, written with my controller epoch."""
-    return df.withColumn("_bump", where).withColumns(
+    """``updateLeaderEpoch``: same leader and ISR, epoch+1, written with my controller epoch.
+
+    ``where`` is read three times: callers pass a cheap predicate (a flag column or two)."""
+    return df.withColumns(
         {
-            s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + F.col("_bump").cast("int"),
-            s.ZK_VERSION: F.col(s.ZK_VERSION) + F.col("_bump").cast("int"),
-            s.CONTROLLER_EPOCH: F.when(
-                F.col("_bump"), runtime_int(view.controller_epoch)
-            ).otherwise(F.col(s.CONTROLLER_EPOCH)),
+            s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + where.cast("int"),
+            s.ZK_VERSION: F.col(s.ZK_VERSION) + where.cast("int"),
+            s.CONTROLLER_EPOCH: F.when(where, runtime_int(view.controller_epoch)).otherwise(
+                F.col(s.CONTROLLER_EPOCH)
+            ),
         }
     )
 
 
 def _step(
-    df: DataFrame, picked: str, target: ReplicaState, controller_epoch: int | None = None
+    df: DataFrame, picked: Column, target: ReplicaState, controller_epoch: int | None = None
 ) -> DataFrame:
-    """One replica transition for positions whose bit is set in column ``picked``."""
+    """One replica transition for positions whose bit is set in the mask ``picked``."""
 
     def is_picked(_b: Column, k: int) -> Column:
-        return bit(F.col(picked), k)
+        return bit(picked, k)
 
     out = replica_changes(df, is_picked, target, controller_epoch).outcomes
-    return out.withColumn(ISR_SHRINKS, F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).drop(ISR_WRITES)
+    shrinks = (F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).alias(ISR_SHRINKS)
+    return out.select(*[shrinks if c == ISR_SHRINKS else c for c in out.columns if c != ISR_WRITES])
 
 
-def _stop_and_delete(df: DataFrame, w: int, picked: str, view: ClusterView) -> DataFrame:
+def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -> DataFrame:
     """→ Offline (ISR removal, one write each) → DeletionStarted → Successful → NonExistent.
 
     Only the Offline step changes anything but the replica's own state, and the positions leave
@@ -197,24 +207,24 @@ def _stop_and_delete(df: DataFrame, w: int, picked: str, view: ClusterView) -> D
     assignment, U2/B2; here a state exists only for an assigned replica), so the deletion
     states are not staged one by one: the replicas are dropped after the ISR removal.
     """
-    df = _step(df, picked, ReplicaState.OfflineReplica, view.controller_epoch)
-    df = df.withColumns(
-        {f"_keep_{k}": _present(k) & ~bit(F.col(picked), k) for k in range(w)}
-        | {f"_st_{k}": F.col(s.replica_state_col(k)).cast("int") for k in range(w)}
-    )
-    keep = [F.col(f"_keep_{k}") for k in range(w)]
-    reps = compact([_rep(k) for k in range(w)], keep)
-    states = compact([F.col(f"_st_{k}") for k in range(w)], keep, F.lit(_NON_EXISTENT))
+    # The flags are staged ahead of the step (which carries them): the compaction reads each
+    # of them O(W²) times. ``picked`` reads no column the step changes.
+    keep = {f"_keep_{k}": _present(k) & ~bit(picked, k) for k in range(w)}
+    df = _step(df.withColumns(keep), picked, ReplicaState.OfflineReplica, view.controller_epoch)
+    kept = [F.col(name) for name in keep]
+    reps = compact([_rep(k) for k in range(w)], kept)
+    states = [F.col(s.replica_state_col(k)).cast("int") for k in range(w)]
+    states = compact(states, kept, F.lit(_NON_EXISTENT))
 
     def shifted(mask: str) -> Column:
-        bits = compact([bit(F.col(mask), k).cast("int") for k in range(w)], keep, F.lit(0))
+        bits = compact([bit(F.col(mask), k).cast("int") for k in range(w)], kept, F.lit(0))
         return mask_of([b == 1 for b in bits])
 
     changes = {s.replica_col(k): reps[k] for k in range(w)}
     changes |= {s.replica_state_col(k): states[k].cast("byte") for k in range(w)}
     changes |= {s.ADDING_MASK: shifted(s.ADDING_MASK), s.REMOVING_MASK: shifted(s.REMOVING_MASK)}
-    return df.withColumns(changes).drop(
-        *[f"_keep_{k}" for k in range(w)], *[f"_st_{k}" for k in range(w)]
+    return df.select(
+        *[changes[c].alias(c) if c in changes else c for c in df.columns if c not in keep]
     )
 
 
@@ -222,8 +232,7 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
     """Phase B (§10.3) for rows where column ``selected`` holds; they all have leadership."""
     sel = F.col(selected)
     adding, removing = F.col(s.ADDING_MASK), F.col(s.REMOVING_MASK)
-    df = df.withColumn("_pick", F.when(sel, adding).otherwise(0))
-    df = _step(df, "_pick", ReplicaState.OnlineReplica)  # B1
+    df = _step(df, F.when(sel, adding).otherwise(0), ReplicaState.OnlineReplica)  # B1
     # B3 against RS = TRS: keep the leader (epoch bump) if it is a target replica and online.
     leader_ok = any_of(
         [
@@ -241,15 +250,16 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
         ReassignPartitionLeaderElectionStrategy(),
     ).outcomes
     outcome = F.col(OUTCOME)
-    df = elected.withColumns(
-        {
-            LEADER_MOVED: F.col(LEADER_MOVED)
-            + (outcome == int(Outcome.LEADERSHIP_WRITTEN)).cast("int"),
-            FAILED_ELECTION: F.col(FAILED_ELECTION) + (outcome == int(Outcome.FAILED)).cast("int"),
-        }
-    ).drop(OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
-    df = df.withColumn("_pick", F.when(sel, F.col(s.REMOVING_MASK)).otherwise(0))
-    df = _stop_and_delete(df, w, "_pick", view)  # B4, B5
+    counted = {
+        LEADER_MOVED: F.col(LEADER_MOVED)
+        + (outcome == int(Outcome.LEADERSHIP_WRITTEN)).cast("int"),
+        FAILED_ELECTION: F.col(FAILED_ELECTION) + (outcome == int(Outcome.FAILED)).cast("int"),
+    }
+    result = (OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
+    df = elected.select(
+        *[counted[c].alias(c) if c in counted else c for c in elected.columns if c not in result]
+    )
+    df = _stop_and_delete(df, w, F.when(sel, removing).otherwise(0), view)  # B4, B5
     return df.withColumns(
         {
             s.ADDING_MASK: F.when(sel, 0).otherwise(F.col(s.ADDING_MASK)),
@@ -278,7 +288,7 @@ def start_reassignment(
     """
     s.check_compact(partitions)
     w = max(s.width(partitions), width or 0)
-    df = _with_counters(widen(partitions, w).select(*s.compact_columns(w), *tracked(partitions)))
+    df = _with_counters(widen(partitions, w), w)
     targets = plan.select(*_KEY, F.col(TARGET).alias("_target"), F.lit(True).alias("_planned"))
     df = df.join(targets, _KEY, "left")
     adding_mask = F.col(s.ADDING_MASK)
@@ -295,19 +305,19 @@ def start_reassignment(
         }
     )
     # reassignTo(TRS) where a cancel's TRS is the origin (§10.1).
-    df = df.withColumn("_trs", F.coalesce(F.col("_target"), F.col("_ors")))
-    df = df.withColumn("_full", F.array_distinct(F.concat(F.col("_trs"), F.col("_ors"))))
+    trs = F.coalesce(F.col("_target"), F.col("_ors"))
+    df = df.withColumn("_full", F.array_distinct(F.concat(trs, F.col("_ors"))))
+    # U3: replicas of a replaced or cancelled reassignment go after RS until deleted.
+    replaced = F.array_except(F.col("_cur"), F.col("_full"))
+    fits = F.size(F.col("_full")) + F.size(replaced) <= w
     df = df.withColumns(
         {
             "_adding": F.array_except(F.col("_full"), F.col("_ors")),
-            "_removing": F.array_except(F.col("_full"), F.col("_trs")),
-            # U3: replicas of a replaced or cancelled reassignment go after RS until deleted.
-            "_ext": F.concat(F.col("_full"), F.array_except(F.col("_cur"), F.col("_full"))),
+            "_removing": F.array_except(F.col("_full"), trs),
+            "_ext": F.concat(F.col("_full"), replaced),
+            "_apply": F.col("_applies") & fits,
+            "_overflow": F.col("_applies") & ~fits,
         }
-    )
-    fits = F.size(F.col("_ext")) <= w
-    df = df.withColumns(
-        {"_apply": F.col("_applies") & fits, "_overflow": F.col("_applies") & ~fits}
     )
     df = df.withColumns(
         {f"_nr_{j}": F.coalesce(F.get(F.col("_ext"), j), F.lit(s.EMPTY_SLOT)) for j in range(w)}
@@ -343,20 +353,15 @@ def start_reassignment(
         "_apply",
         updates["_pick"].alias("_pick"),
     )
-    df = _stop_and_delete(df, w, "_pick", view)  # U3
+    df = _stop_and_delete(df, w, F.col("_pick"), view)  # U3
     has = has_leadership()
     complete = ~_being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
-    df = _bump_epoch(df, F.col("_phase_a"), view)  # A1
-    df = df.withColumns(
-        {
-            REASSIGNMENT_STARTED: F.col("_phase_a").cast("int"),
-            "_pick": F.when(F.col("_phase_a"), F.col(s.ADDING_MASK)).otherwise(0),
-        }
-    )
-    df = replica_changes(
-        df, lambda _b, k: bit(F.col("_pick"), k), ReplicaState.NewReplica
-    ).outcomes.drop(ISR_WRITES)  # A2
+    phase_a = F.col("_phase_a")
+    df = _bump_epoch(df.withColumn(REASSIGNMENT_STARTED, phase_a.cast("int")), phase_a, view)  # A1
+    adding = F.when(phase_a, F.col(s.ADDING_MASK)).otherwise(0)
+    # A2; its zero ``isr_writes`` is replaced by phase B's first step.
+    df = replica_changes(df, lambda _b, k: bit(adding, k), ReplicaState.NewReplica).outcomes
     df = _complete(df, w, "_phase_b", view)
     error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
     return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS, error.alias(ERROR))
@@ -378,7 +383,6 @@ def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> Dat
     """
     s.check_compact(partitions)
     w = s.width(partitions)
-    df = _with_counters(partitions.select(*s.compact_columns(w), *tracked(partitions)))
-    df = df.withColumn("_phase_b", _being_reassigned() & has_leadership() & _trs_in_isr(w))
-    df = _complete(df, w, "_phase_b", view)
+    phase_b = _being_reassigned() & has_leadership() & _trs_in_isr(w)
+    df = _complete(_with_counters(partitions, w, _phase_b=phase_b), w, "_phase_b", view)
     return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS)

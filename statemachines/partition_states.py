@@ -245,7 +245,7 @@ def _transition_columns(
         stages += elected
     change = LeadershipChange.choose(from_new, init, elect)
     stages.append({"_attempted": selected & valid, "_ok": change.ok})
-    written = F.col("_attempted") & F.col("_ok")  # two references: inlined, not staged
+    written = F.col("_attempted") & F.col("_ok")  # an AND of two flags: inlined, not staged
     out = [
         s.TOPIC_INDEX,
         s.PARTITION,

@@ -15,7 +15,7 @@ is left unchanged and flagged ``width_exceeded`` rather than truncated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -171,18 +171,24 @@ def _with_counters(df: DataFrame, w: int, **extra: Column) -> DataFrame:
     )
 
 
-def _bump_epoch(df: DataFrame, where: Column, view: ClusterView) -> DataFrame:
+def _bumped(where: Column, view: ClusterView) -> dict[str, Column]:
     """``updateLeaderEpoch``: same leader and ISR, epoch+1, written with my controller epoch.
 
     ``where`` is read three times: callers pass a cheap predicate (a flag column or two)."""
-    return df.withColumns(
-        {
-            s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + where.cast("int"),
-            s.ZK_VERSION: F.col(s.ZK_VERSION) + where.cast("int"),
-            s.CONTROLLER_EPOCH: F.when(where, runtime_int(view.controller_epoch)).otherwise(
-                F.col(s.CONTROLLER_EPOCH)
-            ),
-        }
+    return {
+        s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + where.cast("int"),
+        s.ZK_VERSION: F.col(s.ZK_VERSION) + where.cast("int"),
+        s.CONTROLLER_EPOCH: F.when(where, runtime_int(view.controller_epoch)).otherwise(
+            F.col(s.CONTROLLER_EPOCH)
+        ),
+    }
+
+
+def _replaced(df: DataFrame, changes: dict[str, Column], dropped: Iterable[str] = ()) -> DataFrame:
+    """``df`` with ``changes`` in place of their columns and without ``dropped``: one select."""
+    gone = set(dropped)
+    return df.select(
+        *[changes[c].alias(c) if c in changes else c for c in df.columns if c not in gone]
     )
 
 
@@ -195,8 +201,8 @@ def _step(
         return bit(picked, k)
 
     out = replica_changes(df, is_picked, target, controller_epoch).outcomes
-    shrinks = (F.col(ISR_SHRINKS) + F.col(ISR_WRITES)).alias(ISR_SHRINKS)
-    return out.select(*[shrinks if c == ISR_SHRINKS else c for c in out.columns if c != ISR_WRITES])
+    shrinks = F.col(ISR_SHRINKS) + F.col(ISR_WRITES)
+    return _replaced(out, {ISR_SHRINKS: shrinks}, [ISR_WRITES])
 
 
 def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -> DataFrame:
@@ -223,9 +229,7 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
     changes = {s.replica_col(k): reps[k] for k in range(w)}
     changes |= {s.replica_state_col(k): states[k].cast("byte") for k in range(w)}
     changes |= {s.ADDING_MASK: shifted(s.ADDING_MASK), s.REMOVING_MASK: shifted(s.REMOVING_MASK)}
-    return df.select(
-        *[changes[c].alias(c) if c in changes else c for c in df.columns if c not in keep]
-    )
+    return _replaced(df, changes, keep)
 
 
 def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFrame:
@@ -241,7 +245,7 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
         ]
     )
     df = df.withColumn("_leader_ok", leader_ok)
-    df = _bump_epoch(df, sel & F.col("_leader_ok"), view)
+    df = df.withColumns(_bumped(sel & F.col("_leader_ok"), view))
     elected = partition_changes(
         df,
         sel & ~F.col("_leader_ok"),
@@ -256,9 +260,7 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
         FAILED_ELECTION: F.col(FAILED_ELECTION) + (outcome == int(Outcome.FAILED)).cast("int"),
     }
     result = (OUTCOME, FAILURE, LeadershipChange.RECIPIENTS, LeadershipChange.UNCLEAN)
-    df = elected.select(
-        *[counted[c].alias(c) if c in counted else c for c in elected.columns if c not in result]
-    )
+    df = _replaced(elected, counted, result)
     df = _stop_and_delete(df, w, F.when(sel, removing).otherwise(0), view)  # B4, B5
     return df.withColumns(
         {
@@ -358,7 +360,7 @@ def start_reassignment(
     complete = ~_being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
     phase_a = F.col("_phase_a")
-    df = _bump_epoch(df.withColumn(REASSIGNMENT_STARTED, phase_a.cast("int")), phase_a, view)  # A1
+    df = df.withColumns({**_bumped(phase_a, view), REASSIGNMENT_STARTED: phase_a.cast("int")})  # A1
     adding = F.when(phase_a, F.col(s.ADDING_MASK)).otherwise(0)
     # A2; its zero ``isr_writes`` is replaced by phase B's first step.
     df = replica_changes(df, lambda _b, k: bit(adding, k), ReplicaState.NewReplica).outcomes

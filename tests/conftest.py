@@ -1,4 +1,4 @@
-"""One SparkSession for the whole test session (local[2], as on CI)."""
+"""One SparkSession per test session (local[2]); README's command runs two, one per worker."""
 
 from __future__ import annotations
 

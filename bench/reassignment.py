@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 # Run as a script, this file's directory comes first on the path, and ``bench/controller.py``
@@ -32,7 +33,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.controller import BROKERS, Bench, setup
+from bench.controller import BROKERS, PARTITIONS_PER_TOPIC, Bench, setup
 from controller import events as ev
 from spark_app.session import environment, get_spark, parse_sizes
 
@@ -63,9 +64,9 @@ def reassign(bench: Bench, op: str, topic: str, shift: int) -> None:
         bench.runs[op].errors.append(f"{topic}: {errors}")
 
 
-def bench_size(spark: Any, n: int, repeat: int) -> dict[str, Any]:
+def bench_size(spark: SparkSession, n: int, repeat: int) -> dict[str, Any]:
     bench, timings = setup(spark, n)
-    topics = iter(range(n // 100))
+    topics = iter(range(n // PARTITIONS_PER_TOPIC))
     for _ in range(repeat):
         reassign(bench, "reorder", f"topic-{next(topics)}", 0)
     reassign(bench, "first move (widens the table to 4)", f"topic-{next(topics)}", 1)
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     for n in sizes:
-        if n % 100 or n < 100 * (2 * args.repeat + 1):
+        if n % PARTITIONS_PER_TOPIC or n < PARTITIONS_PER_TOPIC * (2 * args.repeat + 1):
             parser.error(f"size {n}: a multiple of 100 with a topic for every sample")
     spark = get_spark("local[2]", {"spark.driver.memory": "8g"})
     results = [bench_size(spark, n, args.repeat) for n in sizes]

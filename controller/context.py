@@ -30,14 +30,15 @@ from controller.diff import (
     with_previous,
 )
 from controller.gauges import (
-    GAUGES,
     Gauges,
     count_changed,
     count_rows,
     event_columns,
     gauge_columns,
     gauge_moves,
+    gauge_names,
     moved,
+    width_used,
 )
 from controller.generations import Generations
 from controller.handlers.deletion import TopicDeletionManager
@@ -266,7 +267,8 @@ class ControllerContext:
             whole = self._whole(new_partitions, replaced) if partial else new_partitions
             stamps = stamp_changes(whole, replaced) if stampable else []
             row = self._commit_every_row(replace(pending, table=whole, stamps=stamps))
-        self._gauged = key, {g: int(row[g] or 0) for g in GAUGES}
+        self._gauged = key, {g: int(row[g] or 0) for g in gauge_names(w)}
+        self._maybe_narrow(w)
         result = Gauges.of(
             row,
             (*counters, *errors),
@@ -276,6 +278,20 @@ class ControllerContext:
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, result)
         return result
+
+    def _maybe_narrow(self, w: int) -> None:
+        """Read the committed table at the narrowest width that holds its rows (a completed or
+        cancelled replica move leaves its last positions empty): the handlers' plans grow with
+        the width. Its rows and so its gauges are unchanged; only their key's width moves."""
+        assert self._gauged is not None
+        key, gauged = self._gauged
+        needed = width_used(gauged, w)
+        if needed >= w:
+            return
+        self.store.narrow(s.compact_columns(needed))
+        self.partitions = self.store.table
+        self._gauged = (needed, *key[1:]), {g: gauged[g] for g in gauge_names(needed)}
+        log.info("The partitions table narrows from %d to %d replica positions", w, needed)
 
     def _whole(self, partial: DataFrame, generation: int) -> DataFrame:
         """The committed generation (``generation``) with the rows of ``partial`` (a

@@ -85,6 +85,21 @@ GAUGES = (
 )
 
 
+USED = "_used_"  # rows using a replica position (``positions_used``)
+
+
+def gauge_names(w: int) -> tuple[str, ...]:
+    """The aggregates ``gauge_columns`` computes at width ``w``: ``GAUGES``, then per position
+    the rows using it."""
+    return (*GAUGES, *(f"{USED}{k}" for k in range(w)))
+
+
+def width_used(gauged: Mapping[str, int], w: int) -> int:
+    """The narrowest width that holds every row of a table at width ``w`` with these gauges:
+    past its last used position, every row's slots are empty (at least 1)."""
+    return max((k + 1 for k in range(w) if gauged[f"{USED}{k}"]), default=1)
+
+
 @lru_cache(maxsize=16)
 def gauge_columns(
     w: int, view: BrokerView, deleting: tuple[int, ...], started: tuple[int, ...]
@@ -109,8 +124,10 @@ def gauge_columns(
         F.sum(_lagging(w, view).cast("long")),
         F.sum(being_reassigned().cast("long")),
         *deletion_gauges(w, deleting).values(),
+        # A reassignment's replica moves widen the table; these tell when it may narrow again.
+        *(F.sum(_uses(k).cast("long")) for k in range(w)),
     )
-    return tuple(a.alias(n) for n, a in zip(GAUGES, sums, strict=True))
+    return tuple(a.alias(n) for n, a in zip(gauge_names(w), sums, strict=True))
 
 
 WAS = "_was_"  # a gauge over the replaced values of changed rows
@@ -127,7 +144,7 @@ def gauge_moves(
     was = touched.where(changes & F.col(REPLACED).isNotNull()).select(
         *KEY, *(F.col(REPLACED).getField(c).alias(c) for c in data)
     )
-    before = was.withColumns(literals).agg(*gauges).toDF(*(WAS + g for g in GAUGES))
+    before = was.withColumns(literals).agg(*gauges).toDF(*(WAS + g for g in gauge_names(w)))
     return now.withColumns(literals).agg(*gauges).crossJoin(before)
 
 
@@ -166,6 +183,11 @@ def _stamp_totals() -> tuple[Column, ...]:
         F.sum((F.col(CHANGE) == CREATED).cast("long")).alias("_created"),
         stale_rows().alias("_stale"),
     )
+
+
+def _uses(k: int) -> Column:
+    """The row has a replica or an ISR member at position ``k``."""
+    return (F.col(s.replica_col(k)) != s.EMPTY_SLOT) | (F.col(s.isr_col(k)) != s.EMPTY_SLOT)
 
 
 def _in_isr(k: int, w: int) -> Column:

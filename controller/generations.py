@@ -7,7 +7,8 @@ writes only the rows the event changed, into the ``delta``: the table is the ``b
 delta's rows in place of their keys' rows (the base is probed against the delta's keys,
 broadcast). A commit that cannot tell its rows apart (it dropped rows or changed the width)
 writes every row into a new base instead (``install``), and a delta that outgrows its bound is
-folded into a new base from the materialised rows (``fold``).
+folded into a new base from the materialised rows (``fold``). A table whose last replica
+positions no row uses any more is read without them (``narrow``): no row is rewritten.
 """
 
 from __future__ import annotations
@@ -44,12 +45,24 @@ class Generations:
         """Every row: the base's, with the delta's in place of their keys'; lazy."""
         if self.base is None or self.delta is None:
             return self.base
-        return superseded(self.base, self.delta, KEY)
+        return superseded(self.base, self._delta(), KEY)
 
     def rows_named(self, keys: DataFrame) -> DataFrame:
         """The table's rows whose key is one of ``keys`` (a small frame); lazy."""
         assert self.base is not None
-        return named_rows(self.base, self.delta, keys, KEY)
+        return named_rows(self.base, self._delta(), keys, KEY)
+
+    def narrow(self, columns: list[str]) -> None:
+        """Read the table as ``columns``: a narrower width, whose dropped positions are empty
+        in every row."""
+        assert self.base is not None
+        self.base = self.base.select(*columns)
+
+    def _delta(self) -> DataFrame | None:
+        """The delta as the table reads it: at the base's width (see ``narrow``)."""
+        if self.delta is None or self.base is None or self.delta.columns == self.base.columns:
+            return self.delta
+        return self.delta.select(*self.base.columns)
 
     def fits(self, rows: int) -> bool:
         """Whether the delta is within its bound (for a table of ``rows``)."""
@@ -75,7 +88,8 @@ class Generations:
         the replaced delta may be freed after that."""
         assert self.base is not None
         before = self.frames()
-        merged = changed if self.delta is None else superseded(self.delta, changed, KEY)
+        delta = self._delta()
+        merged = changed if delta is None else superseded(delta, changed, KEY)
         # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
         target = changed.sparkSession.sparkContext.defaultParallelism
         self.delta = local_checkpoint(merged.coalesce(target), eager=False)

@@ -139,7 +139,11 @@ class ReassignmentEvents(_Controller):
         )
         widens = width > s.width(table)  # every row gets the new width
         out = hr.start_reassignment(
-            self._table() if widens else table, start, self.ctx.view(), width
+            self._table() if widens else table,
+            start,
+            self.ctx.view(),
+            width,
+            replaces_ongoing=any(r[hr.REASSIGNING] for r in accepted),
         )
         self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(
@@ -154,7 +158,8 @@ class ReassignmentEvents(_Controller):
         table = self._table(hr.being_reassigned())
         plan = hr.ongoing_plan(table)
         if plan.limit(1).count():
-            out = hr.start_reassignment(table, plan, self.ctx.view())
+            # The targets are the reassignments' own: none is replaced.
+            out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
             self._commit(
                 out.drop(hr.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
             )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from controller.context import ControllerContext, LiveBroker
 from controller.diff import KEY, with_previous
 from controller.gauges import Gauges
+from statemachines import schemas as s
+from statemachines.layout import widen
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from tests.frames import compact_frame
@@ -166,3 +168,32 @@ def test_a_partial_commit_keeps_the_rows_it_leaves_out(spark: SparkSession) -> N
     assert not ctx.stamped and ctx.store.delta is None and ctx.partitions.count() == len(PARTS)
     epochs = {(r[0], r[1]): r[2] for r in ctx.partitions.select(*KEY, "leader_epoch").collect()}
     assert epochs[(0, 0)] == 9 and sorted(epochs.values()).count(9) == 1
+
+
+def test_a_table_is_read_without_the_positions_no_row_uses(spark: SparkSession) -> None:
+    ctx = _context(spark)
+    ctx.load(compact_frame(spark, PARTS)[0])  # width 2
+    a0 = (F.col("topic_index") == 0) & (F.col("partition") == 0)
+
+    def commit(column: str, value: object, where: Column = a0) -> Gauges:
+        table = with_previous(ctx.partitions, ctx.generation)
+        return ctx.commit(table.withColumn(column, F.when(where, value).otherwise(F.col(column))))
+
+    # A move widens the table to 4 (every row written); only 3 positions are in use.
+    table = widen(with_previous(ctx.partitions, 0), 4)
+    ctx.commit(table.withColumn("replica_2", F.when(a0, 3).otherwise(F.col("replica_2"))))
+    assert s.width(ctx.partitions) == 3 and not ctx.stamped
+    # The move's replica leaves a-0 (a row of the delta, still 3 wide): 2 positions again.
+    gauges = commit("replica_2", F.lit(s.EMPTY_SLOT))
+    assert ctx.stamped and ctx.store.delta is not None and s.width(ctx.partitions) == 2
+    assert gauges == _gauges_of(spark, ctx)
+    # The next commit's delta joins the narrowed one.
+    gauges = commit("leader_epoch", F.lit(5), F.col("topic_index") == 1)
+    assert ctx.stamped and gauges == _gauges_of(spark, ctx)
+    rows = ctx.partitions.select(*KEY, "replica_0", "replica_1", "leader_epoch").collect()
+    assert sorted(tuple(r) for r in rows) == [
+        (0, 0, 1, 2, 0),
+        (0, 1, 2, 1, 0),
+        (1, 0, 3, -1, 5),
+        (1, 1, 3, 1, 5),
+    ]

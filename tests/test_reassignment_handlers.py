@@ -100,7 +100,14 @@ def _start(
     w: int,
 ) -> Result:
     df, topics = compact_frame(spark, parts, states)
-    rows = h.start_reassignment(df, _plan(spark, plan, topics), view, width=w).collect()
+    # As the controller calls it: U3 is planned only if a plan row replaces a reassignment.
+    replaces = any(
+        (p.topic, p.partition) in plan and (p.adding_replicas or p.removing_replicas) for p in parts
+    )
+    out = h.start_reassignment(
+        df, _plan(spark, plan, topics), view, width=w, replaces_ongoing=replaces
+    )
+    rows = out.collect()
     return Result(*read_back(rows, topics, w), rows, topics)
 
 
@@ -253,10 +260,10 @@ def test_validation_codes_match_reference(spark: SparkSession) -> None:
     frame = spark.createDataFrame(
         [(topics[t], p, x, i) for i, (t, p, x) in enumerate(rows)], PLAN_SCHEMA + ", i int"
     )
-    got = {
-        r.i: r.error
-        for r in h.validate_reassignments(df, frame, BrokerSet.of(live), [topics["d"]]).collect()
-    }
+    checked = h.validate_reassignments(df, frame, BrokerSet.of(live), [topics["d"]]).collect()
+    got = {r.i: r.error for r in checked}
+    # Only t-1 has a reassignment in flight for a new plan to replace or cancel.
+    assert {r.i for r in checked if r[h.REASSIGNING]} == {1, 9, 10}
     by_key = {(p.topic, p.partition): p for p in parts}
     want = {
         i: ref.validate_reassignment(by_key.get((t, p)), x, live, deleting=t == "d")

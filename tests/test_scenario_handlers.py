@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from spark_app.runner import run
@@ -45,8 +47,9 @@ SCENARIO = {
 
 
 def test_topics_reassignments_isr_and_log_dirs_end_to_end(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="controller.context")
     summary = run(spark, scenario_from_data(SCENARIO), tmp_path)
     assert summary["errors"] == []
     final = json.loads((tmp_path / "final_state.json").read_text())
@@ -64,6 +67,9 @@ def test_topics_reassignments_isr_and_log_dirs_end_to_end(
         # Added partition; its leader 3 loses its log dir: 4 is elected from the ISR.
         2: ([3, 4, 1], [], [], [4, 1], 4, "OnlinePartition"),
     }
+    # Each move widened the table to 4 positions; each completion narrowed it back.
+    narrowed = [r for r in caplog.records if "narrows from 4 to 3" in r.getMessage()]
+    assert len(narrowed) == 2
     assert final["topics"] == ["t"]  # "a" was deleted
     assert {r["topic"] for r in final["replicas"]} == {"t"}
     epochs = {p["partition"]: (p["leader_epoch"], p["zk_version"]) for p in final["partitions"]}

@@ -55,6 +55,7 @@ UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
 
 WIDTH_NEEDED = "width_needed"
+REASSIGNING = "reassigning"
 ASSIGNMENT_CHANGED = "assignment_changed"
 REASSIGNMENT_STARTED = "reassignment_started"
 REASSIGNMENT_COMPLETED = "reassignment_completed"
@@ -120,6 +121,7 @@ def validate_reassignments(
 
     ``live`` are live brokers, not shutting down. ``api=False`` is the ZK path (no replica
     checks). Only rows with ``NONE`` may be passed on to ``start_reassignment``.
+    ``reassigning`` tells whether the row would replace or cancel a reassignment in flight.
     """
     w = s.width(s.check_compact(partitions))
     known = partitions.select(
@@ -155,7 +157,10 @@ def validate_reassignments(
     cur = F.coalesce(F.col("_cur"), F.array().cast("array<int>"))
     needed = F.size(F.array_union(F.coalesce(t, ors), cur))
     return df.select(
-        *[F.col(c) for c in plan.columns], error.alias(ERROR), needed.alias(WIDTH_NEEDED)
+        *[F.col(c) for c in plan.columns],
+        error.alias(ERROR),
+        needed.alias(WIDTH_NEEDED),
+        F.coalesce(F.col("_being"), F.lit(False)).alias(REASSIGNING),
     )
 
 
@@ -280,9 +285,18 @@ def _trs_in_isr(w: int) -> Column:
 
 
 def start_reassignment(
-    partitions: DataFrame, plan: DataFrame, view: ClusterView, width: int | None = None
+    partitions: DataFrame,
+    plan: DataFrame,
+    view: ClusterView,
+    width: int | None = None,
+    replaces_ongoing: bool = True,
 ) -> DataFrame:
     """``onPartitionReassignment`` for accepted plan rows; ``width`` is the output width.
+
+    ``replaces_ongoing=False`` promises that no plan row replaces or cancels a reassignment in
+    flight (``validate_reassignments``' ``reassigning``; a resumed reassignment does neither):
+    U3 then has no replica to stop and is left out of the plan, which it would otherwise
+    dominate (its compactions grow with the square of the width).
 
     Returns the compact table at width ``max(width, current)`` with ``COUNTERS`` and ``error``
     (null for rows not in the plan; ``UNKNOWN_SERVER_ERROR`` where the partition has no state
@@ -344,18 +358,21 @@ def start_reassignment(
     for mask, listed in ((s.ADDING_MASK, "_adding"), (s.REMOVING_MASK, "_removing")):
         bits = mask_of([F.array_contains(F.col(listed), r) for r in new])
         updates[mask] = F.when(apply, bits).otherwise(F.col(mask))
-    unneeded = mask_of([(F.lit(j) >= n_full) & (new[j] != s.EMPTY_SLOT) for j in range(w)])
-    updates["_pick"] = F.when(apply, unneeded).otherwise(0)
     updates[ASSIGNMENT_CHANGED] = (apply & changed).cast("int")
     updates[WIDTH_EXCEEDED] = F.col("_overflow").cast("int")
+    picked = []
+    if replaces_ongoing:  # U3 stops RS's replicas past TRS ++ ORS (a replaced reassignment's)
+        unneeded = mask_of([(F.lit(j) >= n_full) & (new[j] != s.EMPTY_SLOT) for j in range(w)])
+        picked = [F.when(apply, unneeded).otherwise(0).alias("_pick")]
     df = df.select(
         *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
         *[updates.get(c, F.col(c)).alias(c) for c in COUNTERS],
         *tracked(df),
         "_apply",
-        updates["_pick"].alias("_pick"),
+        *picked,
     )
-    df = _stop_and_delete(df, w, F.col("_pick"), view)  # U3
+    if replaces_ongoing:
+        df = _stop_and_delete(df, w, F.col("_pick"), view)  # U3
     has = has_leadership()
     complete = ~_being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})

@@ -144,6 +144,7 @@ class ReassignmentEvents(_Controller):
             self.ctx.view(),
             width,
             replaces_ongoing=any(r[hr.REASSIGNING] for r in accepted),
+            may_complete=any(r[hr.COMPLETES] for r in accepted),
         )
         self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(

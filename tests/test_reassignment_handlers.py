@@ -100,12 +100,17 @@ def _start(
     w: int,
 ) -> Result:
     df, topics = compact_frame(spark, parts, states)
-    # As the controller calls it: U3 is planned only if a plan row replaces a reassignment.
-    replaces = any(
-        (p.topic, p.partition) in plan and (p.adding_replicas or p.removing_replicas) for p in parts
-    )
+    frame = _plan(spark, plan, topics)
+    # As the controller calls it: U3 and phase B are planned only if validation says a row
+    # may need them.
+    checked = h.validate_reassignments(df, frame, view.live, api=False).collect()
     out = h.start_reassignment(
-        df, _plan(spark, plan, topics), view, width=w, replaces_ongoing=replaces
+        df,
+        frame,
+        view,
+        width=w,
+        replaces_ongoing=any(r[h.REASSIGNING] for r in checked),
+        may_complete=any(r[h.COMPLETES] for r in checked),
     )
     rows = out.collect()
     return Result(*read_back(rows, topics, w), rows, topics)
@@ -264,6 +269,8 @@ def test_validation_codes_match_reference(spark: SparkSession) -> None:
     got = {r.i: r.error for r in checked}
     # Only t-1 has a reassignment in flight for a new plan to replace or cancel.
     assert {r.i for r in checked if r[h.REASSIGNING]} == {1, 9, 10}
+    # Cancels, and targets already in the ISR, may complete at once.
+    assert {r.i for r in checked if r[h.COMPLETES]} == {0, 1, 5, 8, 9}
     by_key = {(p.topic, p.partition): p for p in parts}
     want = {
         i: ref.validate_reassignment(by_key.get((t, p)), x, live, deleting=t == "d")

@@ -32,6 +32,7 @@ from statemachines.columns import (
     in_list,
     in_topics,
     mask_of,
+    present,
     runtime_int,
 )
 from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
@@ -56,6 +57,7 @@ UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
 
 WIDTH_NEEDED = "width_needed"
 REASSIGNING = "reassigning"
+COMPLETES = "completes"
 ASSIGNMENT_CHANGED = "assignment_changed"
 REASSIGNMENT_STARTED = "reassignment_started"
 REASSIGNMENT_COMPLETED = "reassignment_completed"
@@ -121,7 +123,8 @@ def validate_reassignments(
 
     ``live`` are live brokers, not shutting down. ``api=False`` is the ZK path (no replica
     checks). Only rows with ``NONE`` may be passed on to ``start_reassignment``.
-    ``reassigning`` tells whether the row would replace or cancel a reassignment in flight.
+    ``reassigning`` tells whether the row would replace or cancel a reassignment in flight;
+    ``completes`` whether it may complete at once (phase B: its TRS is ORS, or in the ISR).
     """
     w = s.width(s.check_compact(partitions))
     known = partitions.select(
@@ -130,6 +133,7 @@ def validate_reassignments(
         _being_reassigned().alias("_being"),
         _listed(w, lambda k: ~bit(F.col(s.ADDING_MASK), k)).alias("_ors"),
         _listed(w, lambda k: F.lit(True)).alias("_cur"),
+        present([F.col(s.isr_col(k)) for k in range(w)]).alias("_isr"),
     )
     df = plan.join(known, _KEY, "left")
     t = F.col(TARGET)
@@ -156,11 +160,16 @@ def validate_reassignments(
     # The table width the reassignment needs: RS plus replicas of a reassignment it replaces.
     cur = F.coalesce(F.col("_cur"), F.array().cast("array<int>"))
     needed = F.size(F.array_union(F.coalesce(t, ors), cur))
+    # Phase B at once: nothing to add or remove (a cancel, a reorder), or every target in sync.
+    isr = F.coalesce(F.col("_isr"), F.array().cast("array<int>"))
+    same = (F.size(F.array_except(t, ors)) == 0) & (F.size(F.array_except(ors, t)) == 0)
+    completes = t.isNull() | same | (F.size(F.array_except(t, isr)) == 0)
     return df.select(
         *[F.col(c) for c in plan.columns],
         error.alias(ERROR),
         needed.alias(WIDTH_NEEDED),
         F.coalesce(F.col("_being"), F.lit(False)).alias(REASSIGNING),
+        completes.alias(COMPLETES),
     )
 
 
@@ -290,13 +299,16 @@ def start_reassignment(
     view: ClusterView,
     width: int | None = None,
     replaces_ongoing: bool = True,
+    may_complete: bool = True,
 ) -> DataFrame:
     """``onPartitionReassignment`` for accepted plan rows; ``width`` is the output width.
 
     ``replaces_ongoing=False`` promises that no plan row replaces or cancels a reassignment in
     flight (``validate_reassignments``' ``reassigning``; a resumed reassignment does neither):
     U3 then has no replica to stop and is left out of the plan, which it would otherwise
-    dominate (its compactions grow with the square of the width).
+    dominate (its compactions grow with the square of the width). ``may_complete=False``
+    promises that no row completes at once (none has ``validate_reassignments``' ``completes``):
+    phase B is left out of the plan too.
 
     Returns the compact table at width ``max(width, current)`` with ``COUNTERS`` and ``error``
     (null for rows not in the plan; ``UNKNOWN_SERVER_ERROR`` where the partition has no state
@@ -381,7 +393,8 @@ def start_reassignment(
     adding = F.when(phase_a, F.col(s.ADDING_MASK)).otherwise(0)
     # A2; its zero ``isr_writes`` is replaced by phase B's first step.
     df = replica_changes(df, lambda _b, k: bit(adding, k), ReplicaState.NewReplica).outcomes
-    df = _complete(df, w, "_phase_b", view)
+    if may_complete:
+        df = _complete(df, w, "_phase_b", view)
     error = F.when(apply & has, NONE).when(apply, UNKNOWN_SERVER_ERROR)
     return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS, error.alias(ERROR))
 

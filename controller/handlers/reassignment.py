@@ -26,7 +26,6 @@ from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import (
     any_of,
     bit,
-    compact,
     first_of,
     has_leadership,
     in_list,
@@ -226,24 +225,41 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
     the assignment whether or not the chain was legal (Kafka has already written the new
     assignment, U2/B2; here a state exists only for an assigned replica), so the deletion
     states are not staged one by one: the replicas are dropped after the ISR removal.
+    ``picked`` must read no column the Offline step changes (states, ISR, leadership).
     """
-    # The flags are staged ahead of the step (which carries them): the compaction reads each
-    # of them O(W²) times. ``picked`` reads no column the step changes.
-    keep = {f"_keep_{k}": _present(k) & ~bit(picked, k) for k in range(w)}
-    df = _step(df.withColumns(keep), picked, ReplicaState.OfflineReplica, view.controller_epoch)
-    kept = [F.col(name) for name in keep]
-    reps = compact([_rep(k) for k in range(w)], kept)
-    states = [F.col(s.replica_state_col(k)).cast("int") for k in range(w)]
-    states = compact(states, kept, F.lit(_NON_EXISTENT))
-
-    def shifted(mask: str) -> Column:
-        bits = compact([bit(F.col(mask), k).cast("int") for k in range(w)], kept, F.lit(0))
-        return mask_of([b == 1 for b in bits])
-
-    changes = {s.replica_col(k): reps[k] for k in range(w)}
-    changes |= {s.replica_state_col(k): states[k].cast("byte") for k in range(w)}
-    changes |= {s.ADDING_MASK: shifted(s.ADDING_MASK), s.REMOVING_MASK: shifted(s.REMOVING_MASK)}
-    return _replaced(df, changes, keep)
+    df = _step(df, picked, ReplicaState.OfflineReplica, view.controller_epoch)
+    adding, removing = F.col(s.ADDING_MASK), F.col(s.REMOVING_MASK)
+    # The kept positions in order, one array: each slot then reads its element, so the code
+    # grows with the width, not with its square.
+    kept = F.array_compact(
+        F.array(
+            *[
+                F.when(
+                    _present(k) & ~bit(picked, k),
+                    F.struct(
+                        _rep(k).alias("r"),
+                        F.col(s.replica_state_col(k)).alias("s"),
+                        bit(adding, k).alias("a"),
+                        bit(removing, k).alias("m"),
+                    ),
+                )
+                for k in range(w)
+            ]
+        )
+    )
+    df = df.withColumn("_kept", kept)
+    slot = [F.get(F.col("_kept"), j) for j in range(w)]
+    no = F.lit(False)
+    changes = {
+        s.replica_col(j): F.coalesce(e["r"], F.lit(s.EMPTY_SLOT)) for j, e in enumerate(slot)
+    }
+    changes |= {
+        s.replica_state_col(j): F.coalesce(e["s"], F.lit(_NON_EXISTENT).cast("byte"))
+        for j, e in enumerate(slot)
+    }
+    changes[s.ADDING_MASK] = mask_of([F.coalesce(e["a"], no) for e in slot])
+    changes[s.REMOVING_MASK] = mask_of([F.coalesce(e["m"], no) for e in slot])
+    return _replaced(df, changes, ["_kept"])
 
 
 def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFrame:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from controller.diff import CHANGE, CREATED, KEY, REPLACED, UNCHANGED, stale_rows
 from controller.handlers.deletion import deletion_gauges
-from controller.handlers.reassignment import being_reassigned
+from controller.handlers.reassignment_plans import being_reassigned
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView
 from statemachines.columns import any_of, has_leadership, in_list, in_topics
@@ -85,7 +85,7 @@ GAUGES = (
 )
 
 
-USED = "_used_"  # rows using a replica position (``positions_used``)
+USED = "_used_"  # rows using a replica position (``_uses``)
 
 
 def gauge_names(w: int) -> tuple[str, ...]:

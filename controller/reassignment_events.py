@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from controller import events as ev
 from controller.handlers import reassignment as hr
+from controller.handlers import reassignment_plans as rp
 from controller.zk.bootstrap import topic_znode_json
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
@@ -33,7 +34,7 @@ else:
 
 log = logging.getLogger(__name__)
 
-PLAN_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {hr.TARGET} array<int>"
+PLAN_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {rp.TARGET} array<int>"
 Entry = tuple[str, int, Sequence[int] | None]
 
 
@@ -59,7 +60,7 @@ class ReassignmentEvents(_Controller):
         request = ReassignPartitionsZNode.decode_lenient(data)
         entries = [(e.topic, e.partition, e.replicas) for e in request.partitions]
         errors = self.reassign(entries, api=False, label="ZkPartitionReassignment")
-        failed = {tp for tp, error in errors.items() if error != hr.NONE}
+        failed = {tp for tp, error in errors.items() if error != rp.NONE}
         if failed:
             log.warning("Failed to reassign partitions from ZooKeeper: %s", sorted(failed))
             self.maybe_remove_from_zk_reassignment(failed)
@@ -72,7 +73,7 @@ class ReassignmentEvents(_Controller):
         entries = [(tp.topic, tp.partition, t) for tp, t in event.reassignments.items()]
         errors = self.reassign(entries, api=True, label="ApiPartitionReassignment")
         # An API request replaces the same partitions' ZooKeeper-submitted reassignment.
-        self.maybe_remove_from_zk_reassignment({tp for tp, e in errors.items() if e == hr.NONE})
+        self.maybe_remove_from_zk_reassignment({tp for tp, e in errors.items() if e == rp.NONE})
         reply(errors)
 
     def process_partition_reassignment_isr_change(
@@ -88,10 +89,10 @@ class ReassignmentEvents(_Controller):
             return
         names = {t.index: t.name for t in self.ctx.topics.values()}
         listed = {}
-        for r in hr.list_reassignments(self._table()).collect():
+        for r in rp.list_reassignments(self._table()).collect():
             tp = ev.TopicPartition(names[r[s.TOPIC_INDEX]], r[s.PARTITION])
             if event.partitions is None or tp in event.partitions:
-                listed[tp] = (r[hr.REPLICAS_LIST], r[hr.ADDING_LIST], r[hr.REMOVING_LIST])
+                listed[tp] = (r[rp.REPLICAS_LIST], r[rp.ADDING_LIST], r[rp.REMOVING_LIST])
         reply(listed)
 
     # -- the bulk work -------------------------------------------------------------------------
@@ -114,27 +115,27 @@ class ReassignmentEvents(_Controller):
         plan = local_frame(self.spark, rows, PLAN_SCHEMA)
         # Only the plan's partitions can change: a partial commit, unless the table widens.
         table = self._table(named=plan.select(s.TOPIC_INDEX, s.PARTITION))
-        checked = hr.validate_reassignments(
+        checked = rp.validate_reassignments(
             table, plan, self.ctx.view().live, self.ctx.deleting, api
         )
         results = checked.collect()
         errors = {
             ev.TopicPartition(keyed[(r[s.TOPIC_INDEX], r[s.PARTITION])], r[s.PARTITION]): r[
-                hr.ERROR
+                rp.ERROR
             ]
             for r in results
         }
-        accepted = [r for r in results if r[hr.ERROR] == hr.NONE]
+        accepted = [r for r in results if r[rp.ERROR] == rp.NONE]
         if not accepted:
             return errors
-        width = max(s.width(table), *(int(r[hr.WIDTH_NEEDED]) for r in accepted))
+        width = max(s.width(table), *(int(r[rp.WIDTH_NEEDED]) for r in accepted))
         if width > s.MAX_WIDTH:
             raise ValueError(
                 f"a reassignment needs {width} replica positions; at most {s.MAX_WIDTH}"
             )
         start = local_frame(
             self.spark,
-            [(r[s.TOPIC_INDEX], r[s.PARTITION], r[hr.TARGET]) for r in accepted],
+            [(r[s.TOPIC_INDEX], r[s.PARTITION], r[rp.TARGET]) for r in accepted],
             PLAN_SCHEMA,
         )
         widens = width > s.width(table)  # every row gets the new width
@@ -143,10 +144,10 @@ class ReassignmentEvents(_Controller):
             start,
             self.ctx.view(),
             width,
-            replaces_ongoing=any(r[hr.REASSIGNING] for r in accepted),
-            may_complete=any(r[hr.COMPLETES] for r in accepted),
+            replaces_ongoing=any(r[rp.REASSIGNING] for r in accepted),
+            may_complete=any(r[rp.COMPLETES] for r in accepted),
         )
-        self._commit(out.drop(hr.ERROR), label, extra=hr.COUNTERS, partial=not widens)
+        self._commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(
             "[Controller id=%d] Reassigning %d partitions of topics %s",
             self.broker_id, len(accepted), sorted({names[r[s.TOPIC_INDEX]] for r in accepted}),
@@ -156,20 +157,20 @@ class ReassignmentEvents(_Controller):
     def resume_reassignments(self) -> None:
         """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
         # Only partitions being reassigned can change: a partial commit.
-        table = self._table(hr.being_reassigned())
-        plan = hr.ongoing_plan(table)
+        table = self._table(rp.being_reassigned())
+        plan = rp.ongoing_plan(table)
         if plan.limit(1).count():
             # The targets are the reassignments' own: none is replaced.
             out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
             self._commit(
-                out.drop(hr.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
+                out.drop(rp.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
             )
         if self.register_reassignment_watch():
             self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""
-        table = self._table(hr.being_reassigned())  # the only rows it may touch
+        table = self._table(rp.being_reassigned())  # the only rows it may touch
         out = hr.maybe_complete_reassignment(table, self.ctx.view())
         self._commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from controller.handlers import reassignment as h
+from controller.handlers import reassignment_plans as plans
 from statemachines import reference_reassignment as ref
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import in_partitions
@@ -103,14 +104,14 @@ def _start(
     frame = _plan(spark, plan, topics)
     # As the controller calls it: U3 and phase B are planned only if validation says a row
     # may need them.
-    checked = h.validate_reassignments(df, frame, view.live, api=False).collect()
+    checked = plans.validate_reassignments(df, frame, view.live, api=False).collect()
     out = h.start_reassignment(
         df,
         frame,
         view,
         width=w,
-        replaces_ongoing=any(r[h.REASSIGNING] for r in checked),
-        may_complete=any(r[h.COMPLETES] for r in checked),
+        replaces_ongoing=any(r[plans.REASSIGNING] for r in checked),
+        may_complete=any(r[plans.COMPLETES] for r in checked),
     )
     rows = out.collect()
     return Result(*read_back(rows, topics, w), rows, topics)
@@ -184,7 +185,7 @@ def test_worked_examples_phase_u_and_a_cancel_and_reorder(spark: SparkSession) -
     assert got.keys(h.REASSIGNMENT_COMPLETED) == {("t", 2), ("t", 3)}
     assert got.keys(h.ASSIGNMENT_CHANGED) == {("t", i) for i in range(4)}
     assert got.keys(h.LEADER_MOVED) == set()
-    assert {r.partition: r.error for r in got.rows} == {i: h.NONE for i in range(4)}
+    assert {r.partition: r.error for r in got.rows} == {i: plans.NONE for i in range(4)}
 
 
 def test_worked_examples_complete_only_when_target_in_isr(spark: SparkSession) -> None:
@@ -265,12 +266,12 @@ def test_validation_codes_match_reference(spark: SparkSession) -> None:
     frame = spark.createDataFrame(
         [(topics[t], p, x, i) for i, (t, p, x) in enumerate(rows)], PLAN_SCHEMA + ", i int"
     )
-    checked = h.validate_reassignments(df, frame, BrokerSet.of(live), [topics["d"]]).collect()
+    checked = plans.validate_reassignments(df, frame, BrokerSet.of(live), [topics["d"]]).collect()
     got = {r.i: r.error for r in checked}
     # Only t-1 has a reassignment in flight for a new plan to replace or cancel.
-    assert {r.i for r in checked if r[h.REASSIGNING]} == {1, 9, 10}
+    assert {r.i for r in checked if r[plans.REASSIGNING]} == {1, 9, 10}
     # Cancels, and targets already in the ISR, may complete at once.
-    assert {r.i for r in checked if r[h.COMPLETES]} == {0, 1, 5, 8, 9}
+    assert {r.i for r in checked if r[plans.COMPLETES]} == {0, 1, 5, 8, 9}
     by_key = {(p.topic, p.partition): p for p in parts}
     want = {
         i: ref.validate_reassignment(by_key.get((t, p)), x, live, deleting=t == "d")
@@ -429,4 +430,4 @@ def test_maybe_complete_reassignment_matches_reference(
     # The controller completes from the rows being reassigned alone.
     df, _ = compact_frame(spark, cluster.parts, cluster.states)
     out = h.maybe_complete_reassignment(df, view)
-    assert_untouched_outside(df, out, h.being_reassigned(), h.COUNTERS)
+    assert_untouched_outside(df, out, plans.being_reassigned(), h.COUNTERS)

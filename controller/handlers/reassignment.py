@@ -1,7 +1,6 @@
 """KIP-455 partition reassignment (spec §10, 2.4+) as bulk transforms over the compact table.
 
-A plan is a DataFrame of (topic_index, partition, target array<int>); a null target cancels.
-``validate_reassignments`` gives Kafka's per-partition error codes (§10.4); ``start_reassignment``
+Plans are validated first (``handlers.reassignment_plans``). ``start_reassignment``
 is ``onPartitionReassignment`` for the accepted entries (phase U, then A or B, §10.3);
 ``maybe_complete_reassignment`` is phase B for reassigning partitions whose target replicas are
 all in the ISR. Results are the next compact generation plus per-partition counters
@@ -15,23 +14,32 @@ is left unchanged and flagged ``width_exceeded`` rather than truncated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from controller.handlers.reassignment_plans import (
+    ERROR,
+    KEY,
+    NONE,
+    TARGET,
+    UNKNOWN_SERVER_ERROR,
+    being_reassigned,
+    listed,
+    occupied,
+    replica_at,
+)
 from controller.handlers.tracked import tracked
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.brokers import ClusterView
 from statemachines.columns import (
     any_of,
     bit,
     first_of,
     has_leadership,
     in_list,
-    in_topics,
     mask_of,
-    present,
     runtime_int,
 )
 from statemachines.election import LeadershipChange, ReassignPartitionLeaderElectionStrategy
@@ -42,21 +50,6 @@ from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 from statemachines.state_change_errors import ERRORS, existing
 
-TARGET = "target"
-ERROR = "error"
-REPLICAS_LIST = "replicas"
-ADDING_LIST = "adding_replicas"
-REMOVING_LIST = "removing_replicas"
-
-NONE = "NONE"
-INVALID_REPLICA_ASSIGNMENT = "INVALID_REPLICA_ASSIGNMENT"
-NO_REASSIGNMENT_IN_PROGRESS = "NO_REASSIGNMENT_IN_PROGRESS"
-UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
-UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
-
-WIDTH_NEEDED = "width_needed"
-REASSIGNING = "reassigning"
-COMPLETES = "completes"
 ASSIGNMENT_CHANGED = "assignment_changed"
 REASSIGNMENT_STARTED = "reassignment_started"
 REASSIGNMENT_COMPLETED = "reassignment_completed"
@@ -74,102 +67,7 @@ COUNTERS = (
     WIDTH_EXCEEDED,
 )
 
-_KEY = [s.TOPIC_INDEX, s.PARTITION]
 _NON_EXISTENT = int(ReplicaState.NonExistentReplica)
-
-
-def _rep(k: int) -> Column:
-    return F.col(s.replica_col(k))
-
-
-def _present(k: int) -> Column:
-    return _rep(k) != s.EMPTY_SLOT
-
-
-def _listed(w: int, keep: Callable[[int], Column]) -> Column:
-    """The replicas at positions where ``keep(k)``, in position order, as array<int>."""
-    return F.array_compact(F.array(*[F.when(_present(k) & keep(k), _rep(k)) for k in range(w)]))
-
-
-def being_reassigned() -> Column:
-    """The partition has adding or removing replicas (a reassignment is in flight)."""
-    return _being_reassigned()
-
-
-def _being_reassigned() -> Column:
-    return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)
-
-
-def list_reassignments(partitions: DataFrame) -> DataFrame:
-    """``ListPartitionReassignments``: (key, replicas, adding, removing) of reassigning rows."""
-    w = s.width(s.check_compact(partitions))
-    return partitions.where(_being_reassigned()).select(
-        *_KEY,
-        _listed(w, lambda k: F.lit(True)).alias(REPLICAS_LIST),
-        _listed(w, lambda k: bit(F.col(s.ADDING_MASK), k)).alias(ADDING_LIST),
-        _listed(w, lambda k: bit(F.col(s.REMOVING_MASK), k)).alias(REMOVING_LIST),
-    )
-
-
-def validate_reassignments(
-    partitions: DataFrame,
-    plan: DataFrame,
-    live: BrokerSet,
-    deleting: Sequence[int] = (),
-    api: bool = True,
-) -> DataFrame:
-    """§10.4: the plan's rows with ``error`` (Kafka's error name; ``NONE`` = accepted).
-
-    ``live`` are live brokers, not shutting down. ``api=False`` is the ZK path (no replica
-    checks). Only rows with ``NONE`` may be passed on to ``start_reassignment``.
-    ``reassigning`` tells whether the row would replace or cancel a reassignment in flight;
-    ``completes`` whether it may complete at once (phase B: its TRS is ORS, or in the ISR).
-    """
-    w = s.width(s.check_compact(partitions))
-    known = partitions.select(
-        *_KEY,
-        F.lit(True).alias("_known"),
-        _being_reassigned().alias("_being"),
-        _listed(w, lambda k: ~bit(F.col(s.ADDING_MASK), k)).alias("_ors"),
-        _listed(w, lambda k: F.lit(True)).alias("_cur"),
-        present([F.col(s.isr_col(k)) for k in range(w)]).alias("_isr"),
-    )
-    df = plan.join(known, _KEY, "left")
-    t = F.col(TARGET)
-    ors = F.coalesce(F.col("_ors"), F.array().cast("array<int>"))
-    # reassignTo(target).adding = distinct(target) − ORS; each must be a live broker.
-    adding = F.array_except(t, ors)
-    live_ids = F.array(*[F.lit(b) for b in sorted(live.ids)]).cast("array<int>")
-    not_live = F.size(F.array_except(adding, live_ids))
-    invalid = (
-        (F.size(t) == 0)
-        | (F.size(F.array_distinct(t)) != F.size(t))
-        | (F.array_min(t) < 0)
-        | (not_live > 0)
-    )
-    unknown = F.col("_known").isNull()
-    if deleting:
-        unknown = unknown | in_topics(deleting)
-    error = F.when(
-        t.isNull() & ~F.coalesce(F.col("_being"), F.lit(False)), NO_REASSIGNMENT_IN_PROGRESS
-    )
-    if api:
-        error = F.when(t.isNotNull() & invalid, INVALID_REPLICA_ASSIGNMENT).otherwise(error)
-    error = F.coalesce(error, F.when(unknown, UNKNOWN_TOPIC_OR_PARTITION), F.lit(NONE))
-    # The table width the reassignment needs: RS plus replicas of a reassignment it replaces.
-    cur = F.coalesce(F.col("_cur"), F.array().cast("array<int>"))
-    needed = F.size(F.array_union(F.coalesce(t, ors), cur))
-    # Phase B at once: nothing to add or remove (a cancel, a reorder), or every target in sync.
-    isr = F.coalesce(F.col("_isr"), F.array().cast("array<int>"))
-    same = (F.size(F.array_except(t, ors)) == 0) & (F.size(F.array_except(ors, t)) == 0)
-    completes = t.isNull() | same | (F.size(F.array_except(t, isr)) == 0)
-    return df.select(
-        *[F.col(c) for c in plan.columns],
-        error.alias(ERROR),
-        needed.alias(WIDTH_NEEDED),
-        F.coalesce(F.col("_being"), F.lit(False)).alias(REASSIGNING),
-        completes.alias(COMPLETES),
-    )
 
 
 def _with_counters(df: DataFrame, w: int, **extra: Column) -> DataFrame:
@@ -235,9 +133,9 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
         F.array(
             *[
                 F.when(
-                    _present(k) & ~bit(picked, k),
+                    occupied(k) & ~bit(picked, k),
                     F.struct(
-                        _rep(k).alias("r"),
+                        replica_at(k).alias("r"),
                         F.col(s.replica_state_col(k)).alias("s"),
                         bit(adding, k).alias("a"),
                         bit(removing, k).alias("m"),
@@ -270,7 +168,7 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
     # B3 against RS = TRS: keep the leader (epoch bump) if it is a target replica and online.
     leader_ok = any_of(
         [
-            _present(k) & ~bit(removing, k) & (_rep(k) == F.col(s.LEADER)) & view.online(k)
+            occupied(k) & ~bit(removing, k) & (replica_at(k) == F.col(s.LEADER)) & view.online(k)
             for k in range(w)
         ]
     )
@@ -305,7 +203,10 @@ def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFr
 def _trs_in_isr(w: int) -> Column:
     isr = [F.col(s.isr_col(j)) for j in range(w)]
     return ~any_of(
-        [_present(k) & ~bit(F.col(s.REMOVING_MASK), k) & ~in_list(_rep(k), isr) for k in range(w)]
+        [
+            occupied(k) & ~bit(F.col(s.REMOVING_MASK), k) & ~in_list(replica_at(k), isr)
+            for k in range(w)
+        ]
     )
 
 
@@ -322,7 +223,7 @@ def start_reassignment(
     ``replaces_ongoing=False`` promises that no plan row replaces or cancels a reassignment in
     flight (``validate_reassignments``' ``reassigning``; a resumed reassignment does neither):
     U3 then has no replica to stop and is left out of the plan, which it would otherwise
-    dominate (its compactions grow with the square of the width). ``may_complete=False``
+    dominate. ``may_complete=False``
     promises that no row completes at once (none has ``validate_reassignments``' ``completes``):
     phase B is left out of the plan too.
 
@@ -333,16 +234,16 @@ def start_reassignment(
     s.check_compact(partitions)
     w = max(s.width(partitions), width or 0)
     df = _with_counters(widen(partitions, w), w)
-    targets = plan.select(*_KEY, F.col(TARGET).alias("_target"), F.lit(True).alias("_planned"))
-    df = df.join(targets, _KEY, "left")
+    targets = plan.select(*KEY, F.col(TARGET).alias("_target"), F.lit(True).alias("_planned"))
+    df = df.join(targets, KEY, "left")
     adding_mask = F.col(s.ADDING_MASK)
-    being = _being_reassigned()
+    being = being_reassigned()
     df = df.withColumns(
         {
-            "_cur": _listed(w, lambda k: F.lit(True)),
-            "_cur_adding": _listed(w, lambda k: bit(adding_mask, k)),
-            "_cur_removing": _listed(w, lambda k: bit(F.col(s.REMOVING_MASK), k)),
-            "_ors": _listed(w, lambda k: ~bit(adding_mask, k)),
+            "_cur": listed(w, lambda k: F.lit(True)),
+            "_cur_adding": listed(w, lambda k: bit(adding_mask, k)),
+            "_cur_removing": listed(w, lambda k: bit(F.col(s.REMOVING_MASK), k)),
+            "_ors": listed(w, lambda k: ~bit(adding_mask, k)),
             # A cancel of a partition that is not reassigning is NO_REASSIGNMENT_IN_PROGRESS.
             "_applies": F.coalesce(F.col("_planned"), F.lit(False))
             & (F.col("_target").isNotNull() | being),
@@ -377,14 +278,14 @@ def start_reassignment(
     )
     updates: dict[str, Column] = {}
     for j in range(w):
-        old_state = first_of([(_rep(k) == new[j], states[k]) for k in range(w)])
+        old_state = first_of([(replica_at(k) == new[j], states[k]) for k in range(w)])
         state = F.coalesce(old_state, F.lit(_NON_EXISTENT)).cast("byte")
-        updates[s.replica_col(j)] = F.when(apply, new[j]).otherwise(_rep(j))
+        updates[s.replica_col(j)] = F.when(apply, new[j]).otherwise(replica_at(j))
         updates[s.replica_state_col(j)] = F.when(apply, state).otherwise(
             F.col(s.replica_state_col(j))
         )
-    for mask, listed in ((s.ADDING_MASK, "_adding"), (s.REMOVING_MASK, "_removing")):
-        bits = mask_of([F.array_contains(F.col(listed), r) for r in new])
+    for mask, members in ((s.ADDING_MASK, "_adding"), (s.REMOVING_MASK, "_removing")):
+        bits = mask_of([F.array_contains(F.col(members), r) for r in new])
         updates[mask] = F.when(apply, bits).otherwise(F.col(mask))
     updates[ASSIGNMENT_CHANGED] = (apply & changed).cast("int")
     updates[WIDTH_EXCEEDED] = F.col("_overflow").cast("int")
@@ -402,7 +303,7 @@ def start_reassignment(
     if replaces_ongoing:
         df = _stop_and_delete(df, w, F.col("_pick"), view)  # U3
     has = has_leadership()
-    complete = ~_being_reassigned() | (has & _trs_in_isr(w))
+    complete = ~being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
     phase_a = F.col("_phase_a")
     df = df.withColumns({**_bumped(phase_a, view), REASSIGNMENT_STARTED: phase_a.cast("int")})  # A1
@@ -415,14 +316,6 @@ def start_reassignment(
     return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS, error.alias(ERROR))
 
 
-def ongoing_plan(partitions: DataFrame) -> DataFrame:
-    """(key, target) of every reassignment in flight, TRS in RS order: what a new controller
-    resumes with ``onPartitionReassignment`` (§3.3)."""
-    w = s.width(s.check_compact(partitions))
-    trs = _listed(w, lambda k: ~bit(F.col(s.REMOVING_MASK), k))
-    return partitions.where(_being_reassigned()).select(*_KEY, trs.alias(TARGET))
-
-
 def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> DataFrame:
     """``maybeCompleteReassignment`` for every reassigning row whose TRS is in the ISR (§10.3 B).
 
@@ -431,6 +324,6 @@ def maybe_complete_reassignment(partitions: DataFrame, view: ClusterView) -> Dat
     """
     s.check_compact(partitions)
     w = s.width(partitions)
-    phase_b = _being_reassigned() & has_leadership() & _trs_in_isr(w)
+    phase_b = being_reassigned() & has_leadership() & _trs_in_isr(w)
     df = _complete(_with_counters(partitions, w, _phase_b=phase_b), w, "_phase_b", view)
     return df.select(*s.compact_columns(w), *tracked(df), *COUNTERS)

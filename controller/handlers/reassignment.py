@@ -220,12 +220,12 @@ def start_reassignment(
 ) -> DataFrame:
     """``onPartitionReassignment`` for accepted plan rows; ``width`` is the output width.
 
-    ``replaces_ongoing=False`` promises that no plan row replaces or cancels a reassignment in
-    flight (``validate_reassignments``' ``reassigning``; a resumed reassignment does neither):
-    U3 then has no replica to stop and is left out of the plan, which it would otherwise
-    dominate. ``may_complete=False``
-    promises that no row completes at once (none has ``validate_reassignments``' ``completes``):
-    phase B is left out of the plan too.
+    The caller knows from validation which steps its rows need, and each step left out makes
+    the plan (whose generated code grows with the width) smaller. ``replaces_ongoing=False``
+    promises that no row replaces or cancels a reassignment in flight (no ``reassigning`` row;
+    a resumed reassignment does neither): U3 has no replica to stop and is left out.
+    ``may_complete=False`` promises that no row completes at once (no ``completes`` row):
+    phase B is left out.
 
     Returns the compact table at width ``max(width, current)`` with ``COUNTERS`` and ``error``
     (null for rows not in the plan; ``UNKNOWN_SERVER_ERROR`` where the partition has no state

@@ -54,9 +54,6 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from controller.diff import prev
 from controller.transitions import (
-    SLOT_ASSIGNED,
-    SLOT_BROKER,
-    SLOT_CURRENT,
     check_diff,
     partition_codes,
     path_key,
@@ -229,9 +226,9 @@ def _batch_plan(
 
     def wanted(e: Column) -> Column:
         """The replica is added to the LeaderAndIsr batch (whether or not it is reachable)."""
-        return e[SLOT_ASSIGNED] & (
-            (F.col("_init") & F.array_contains(F.col("_isr"), e[SLOT_BROKER]))
-            | (F.col("_announce") & ~e[SLOT_CURRENT].isin(_STOPPED))
+        return e.assigned & (
+            (F.col("_init") & F.array_contains(F.col("_isr"), e.broker))
+            | (F.col("_announce") & ~e.current.isin(_STOPPED))
             | (F.col("_has") & F.col("_had") & slot_key(e).isin(_ANNOUNCED))
         )
 
@@ -243,7 +240,7 @@ def _batch_plan(
     def reaches(broker: Column) -> Column:
         return live.contains(broker) if live is not None else in_words(F.col(_LIVE), broker)
 
-    reachable = [reaches(e[SLOT_BROKER]) for e in slots]
+    reachable = [reaches(e.broker) for e in slots]
     lair = [F.coalesce(wanted(e) & r, no) for e, r in zip(slots, reachable, strict=True)]
     stop = [
         F.coalesce((entered_offline(e) | entered_deletion(e)) & r, no)
@@ -257,9 +254,9 @@ def _batch_plan(
         return F.when(
             lair[k] | stop[k],
             F.struct(
-                e[SLOT_BROKER].alias(s.BROKER),
+                e.broker.alias(s.BROKER),
                 lair[k].alias("lair"),
-                (e[SLOT_BROKER] == F.col(s.LEADER)).alias("leads"),
+                (e.broker == F.col(s.LEADER)).alias("leads"),
                 stop[k].alias("stop"),
                 delete[k].alias("delete"),
                 no.alias("metadata"),
@@ -268,7 +265,7 @@ def _batch_plan(
 
     # Each slot's recipient (null if none), staged once: every word's aggregate reads it.
     recipients = {
-        f"_{kind}_to_{k}": F.when(f, e[SLOT_BROKER])
+        f"_{kind}_to_{k}": F.when(f, e.broker)
         for kind, flags in (("lair", lair), ("stop", stop))
         for k, (f, e) in enumerate(zip(flags, slots, strict=True))
     }

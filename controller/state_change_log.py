@@ -48,9 +48,6 @@ from controller.transitions import (
     KEY_BASE,
     PARTITION_CHAINS,
     REPLICA_CHAINS,
-    SLOT_BROKER,
-    SLOT_CURRENT,
-    SLOT_PREVIOUS,
     check_diff,
     partition_codes,
     slot_key,
@@ -142,9 +139,9 @@ def _partition_key(w: int) -> Column:
     old_leader_offline = any_of(
         [
             F.coalesce(
-                (e[SLOT_BROKER] == F.col(prev(s.LEADER)))
-                & (e[SLOT_CURRENT] == offline)
-                & (e[SLOT_PREVIOUS] != offline),
+                (e.broker == F.col(prev(s.LEADER)))
+                & (e.current == offline)
+                & (e.previous != offline),
                 F.lit(False),
             )
             for e in slots_of(w)
@@ -183,9 +180,9 @@ def state_change_lines(
             ),
             *[
                 F.when(
-                    e[SLOT_PREVIOUS] != e[SLOT_CURRENT],
+                    e.previous != e.current,
                     F.struct(
-                        e[SLOT_BROKER].alias(s.BROKER),
+                        e.broker.alias(s.BROKER),
                         F.lit(_REPLICA).alias(_UNIT),
                         slot_key(e).alias(_KEY),
                     ),

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Mapping
 from enum import IntEnum
 from functools import lru_cache
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -100,18 +100,32 @@ def replica_keys_entering(*targets: ReplicaState) -> list[int]:
 
 # ---- replica slots: every replica of a diff row, matched by broker id -----------------------------
 
-SLOTS = "_replica_slots"
-SLOT_BROKER, SLOT_PREVIOUS, SLOT_CURRENT, SLOT_ASSIGNED = (
-    "broker",
-    "previous",
-    "current",
-    "assigned",
-)
+
+class Slot(NamedTuple):
+    """One replica of a diff row, either side (``broker``, ``previous`` and ``current`` are
+    null where the slot holds no replica).
+
+    ``previous``/``current``: ReplicaState codes before and after, NonExistentReplica where the
+    replica is absent on that side; ``assigned``: the replica is in the new assignment (a
+    literal: it follows from the slot's position).
+    """
+
+    broker: Column
+    previous: Column
+    current: Column
+    assigned: Column
 
 
-def slot_key(slot: Column) -> Column:
-    """The path key (previous, current) of a slot struct."""
-    return slot[SLOT_PREVIOUS] * KEY_BASE + slot[SLOT_CURRENT]
+_SLOT_FIELDS = Slot._fields[:3]  # the columns; ``assigned`` is not one
+
+
+def _slot_col(i: int, field: str) -> str:
+    return f"_slot_{i}_{field}"
+
+
+def slot_key(slot: Slot) -> Column:
+    """The path key (previous, current) of a slot."""
+    return slot.previous * KEY_BASE + slot.current
 
 
 def check_diff(diff: DataFrame) -> int:
@@ -124,58 +138,57 @@ def check_diff(diff: DataFrame) -> int:
 
 
 def with_replica_slots(diff: DataFrame, w: int) -> DataFrame:
-    """``diff`` plus ``SLOTS``: an array with one struct per replica of the row, either side.
+    """``diff`` plus the columns of ``slots_of(w)``: 2·w slots, one per replica of the row.
 
-    Each struct is (broker, previous, current, assigned): ReplicaState codes before and after,
-    NonExistentReplica where the replica is absent (a reassignment moves positions, so replicas
-    are matched by broker id); ``assigned``: the replica is in the new assignment. The new
-    assignment's replicas come first, in order, then those that left it.
+    Slot k < w is the new assignment's replica k; slot w + j is the previous assignment's
+    replica j when it left the assignment (a reassignment moves positions, so replicas are
+    matched by broker id). Other slots are null.
+
+    Flat columns, not an array of structs: the requests and the log test each slot many times,
+    in branches that common-subexpression elimination does not share, and Spark inlines a field
+    of an array's element at every use (an ``ExtractValue`` counts as free), so the generated
+    code grew by an array and struct access per test, past the JVM's method limit at width 4.
+    A column computed by a ``CASE`` is kept in its own projection and read as a local.
     """
-    return diff.withColumn(SLOTS, _replica_slots(w))
+    return diff.withColumns(dict(_replica_slots(w)))
 
 
-def slots_of(w: int) -> list[Column]:
-    """The ``SLOTS`` of width ``w`` one by one (at most 2·w; null past the end).
-
-    Tests over slots are written over these instead of with a higher-order function: PySpark
-    names a lambda's variable afresh on every call, the name reaches the generated code, and a
-    plan holding one would be compiled again (and run JIT-cold) at every event.
-    """
-    return [F.get(F.col(SLOTS), i) for i in range(2 * w)]
+def slots_of(w: int) -> list[Slot]:
+    """The slots of ``with_replica_slots(_, w)``, in order."""
+    return [
+        Slot(*(F.col(_slot_col(i, f)) for f in _SLOT_FIELDS), F.lit(i < w)) for i in range(2 * w)
+    ]
 
 
 @lru_cache(maxsize=8)
-def _replica_slots(w: int) -> Column:
-    """The ``SLOTS`` Column of width ``w``, built once (a few hundred JVM calls)."""
+def _replica_slots(w: int) -> tuple[tuple[str, Column], ...]:
+    """The slot columns of width ``w`` by name, built once (a few hundred JVM calls)."""
     none = F.lit(int(_R.NonExistentReplica))
     new_reps = [F.col(s.replica_col(k)) for k in range(w)]
     old_reps = [F.col(prev(s.replica_col(j))) for j in range(w)]
 
-    def slot(broker: Column, previous: Column, current: Column, assigned: bool) -> Column:
-        return F.struct(
-            broker.alias(SLOT_BROKER),
-            previous.cast("int").alias(SLOT_PREVIOUS),
-            current.cast("int").alias(SLOT_CURRENT),
-            F.lit(assigned).alias(SLOT_ASSIGNED),
-        )
+    def slot(i: int, where: Column, *fields: Column) -> list[tuple[str, Column]]:
+        return [
+            (_slot_col(i, f), F.when(where, c)) for f, c in zip(_SLOT_FIELDS, fields, strict=True)
+        ]
 
-    slots = []
+    columns: list[tuple[str, Column]] = []
     for k in range(w):
         before = first_of(
             [(old_reps[j] == new_reps[k], F.col(prev(s.replica_state_col(j)))) for j in range(w)]
         )
         present = new_reps[k].isNotNull() & (new_reps[k] != s.EMPTY_SLOT)
-        current = F.col(s.replica_state_col(k))
-        slots.append(F.when(present, slot(new_reps[k], F.coalesce(before, none), current, True)))
+        current = F.col(s.replica_state_col(k)).cast("int")
+        columns += slot(k, present, new_reps[k], F.coalesce(before, none).cast("int"), current)
     for j in range(w):
         gone = (
             old_reps[j].isNotNull()
             & (old_reps[j] != s.EMPTY_SLOT)
             & ~in_list(old_reps[j], new_reps)
         )
-        previous = F.col(prev(s.replica_state_col(j)))
-        slots.append(F.when(gone, slot(old_reps[j], previous, none, False)))
-    return F.array_compact(F.array(*slots))
+        previous = F.col(prev(s.replica_state_col(j))).cast("int")
+        columns += slot(w + j, gone, old_reps[j], previous, none)
+    return tuple(columns)
 
 
 def partition_codes() -> tuple[Column, Column]:

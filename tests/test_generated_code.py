@@ -5,8 +5,9 @@ with those classes. A per-event value that reaches the source (a lambda variable
 long literal, a common subexpression ordered by a literal's hash) makes every event compile anew
 and run cold, which costs seconds at a million partitions. Each test builds the plans of events
 that differ only in such values and compares their sources, or (the ZooKeeper write, whose plan
-is internal to the store) counts the classes a repeated write compiles. The last one checks that
-a commit's pass over every row is generated code at all.
+is internal to the store) counts the classes a repeated write compiles. The last ones check that
+a commit's passes are generated code at all: an aggregate Spark cannot generate, or a method past
+the JVM's 64 KB limit, makes it run the plan without generated code.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from controller.checkpoint import local_checkpoint
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import with_previous
+from controller.diff import generation_diff, with_previous
 from controller.handlers import brokers as h
 from controller.requests import request_batches, request_count
 from controller.state_change_log import state_change_lines
@@ -166,3 +168,37 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
         plan = action._jdf.queryExecution().executedPlan().toString()
         assert "HashAggregate" in plan
         assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan
+
+
+@pytest.mark.parametrize("w", [3, 6])
+def test_a_commits_totals_compile_within_the_jvms_method_limit(spark: SparkSession, w: int) -> None:
+    # A move of RF 3 to three new brokers widens the table to 6. The totals test every replica
+    # slot many times, and a method of more than 64 KB fails to compile (Spark then logs the
+    # error and runs the plan interpreted, at every event of that width).
+    before = [
+        Partition("t", p, (1, 2, 3), (1, 2, 3), leader=1, controller_epoch=1) for p in range(4)
+    ]
+    moving = (*range(4, w + 1), 1, 2, 3)
+    after = [
+        Partition(
+            "t",
+            p,
+            moving,
+            (1, 2, 3),
+            leader=1,
+            leader_epoch=1,
+            zk_version=1,
+            controller_epoch=1,
+            adding_replicas=moving[: w - 3],
+        )
+        for p in range(4)
+    ]
+    diff = local_checkpoint(
+        generation_diff(compact_frame(spark, before, w=w)[0], compact_frame(spark, after, w=w)[0])
+    )
+    count = request_count(diff, tuple(BROKERS))
+    totals = count.frame.agg(*write_totals(), *count.aggregates)
+    assert count.totals(totals.collect()[0])["LeaderAndIsr"] == (6 if w == 6 else 3)
+    subtrees = totals._jdf.queryExecution().debug().codegenToSeq()
+    sizes = [subtrees.apply(i)._3().maxMethodCodeSize() for i in range(subtrees.size())]
+    assert sizes and all(0 <= size < 64 * 1024 for size in sizes), sizes

@@ -127,6 +127,11 @@ def stamped_diff(committed: DataFrame) -> DataFrame:
     One filter of the committed rows: a changed row carries its replaced values."""
     data = _data(s.width(committed))
     replaced = F.col(REPLACED)
+    # A CASE, not the bare field: Spark counts a struct's field as free and would inline it into
+    # every expression that reads the previous value (the requests read each one many times),
+    # each use generating the struct's access again; a CASE is computed once per row.
     return committed.where(F.col(CHANGE) != UNCHANGED).select(
-        *KEY, *data, *(replaced.getField(c).alias(prev(c)) for c in data)
+        *KEY,
+        *data,
+        *(F.when(replaced.isNotNull(), replaced.getField(c)).alias(prev(c)) for c in data),
     )

@@ -17,21 +17,27 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-from controller.checkpoint import local_checkpoint
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import generation_diff, with_previous
+from controller.diff import with_previous
 from controller.handlers import brokers as h
-from controller.requests import request_batches, request_count
+from controller.handlers import reassignment as hr
+from controller.requests import RequestCount, request_batches, request_count
 from controller.state_change_log import state_change_lines
 from controller.state_writer import write_totals
 from controller.zk import STATES_SCHEMA, InMemoryZooKeeper, PartitionStateStore
+from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.local_rows import local_frame
 from statemachines.reference import Partition
 from tests.frames import compact_frame
 from tests.test_requests import broker_failure
 from tests.zk.zk_helpers import elect
 
 BROKERS = range(1, 13)
+
+
+def rows_of(spark: SparkSession, rows: list[tuple[int, int, list[int]]]) -> DataFrame:
+    return local_frame(spark, rows, "topic_index int, partition int, target array<int>")
 
 
 def generated_code(df: DataFrame) -> list[str]:
@@ -170,35 +176,58 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
         assert "ObjectHashAggregate" not in plan and "SortAggregate" not in plan
 
 
-@pytest.mark.parametrize("w", [3, 6])
-def test_a_commits_totals_compile_within_the_jvms_method_limit(spark: SparkSession, w: int) -> None:
-    # A move of RF 3 to three new brokers widens the table to 6. The totals test every replica
-    # slot many times, and a method of more than 64 KB fails to compile (Spark then logs the
-    # error and runs the plan interpreted, at every event of that width).
-    before = [
-        Partition("t", p, (1, 2, 3), (1, 2, 3), leader=1, controller_epoch=1) for p in range(4)
+@pytest.mark.parametrize("w", [4, 6])
+def test_a_commits_passes_compile_within_the_jvms_method_limit(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, w: int
+) -> None:
+    # Moving RF 3 to new brokers widens the table (to 6 for three new ones). The diff's totals
+    # test every replica slot many times, and a method of more than 64 KB fails to compile:
+    # Spark logs the error and runs the plan without generated code, at every event that wide.
+    ctx = ControllerContext(spark)
+    ctx.add_topic("t", 8)
+    brokers = range(1, 101)  # ids in two 64-bit words, as in the bench's clusters
+    ctx.live_brokers = {b: LiveBroker(b) for b in brokers}
+    parts = [
+        Partition("t", p, (1, 2, 3), (1, 2, 3), leader=1, controller_epoch=1) for p in range(8)
     ]
-    moving = (*range(4, w + 1), 1, 2, 3)
-    after = [
-        Partition(
-            "t",
-            p,
-            moving,
-            (1, 2, 3),
-            leader=1,
-            leader_epoch=1,
-            zk_version=1,
-            controller_epoch=1,
-            adding_replicas=moving[: w - 3],
+    ctx.commit(compact_frame(spark, parts)[0])
+    view = ClusterView(BrokerSet.of(brokers), controller_epoch=1)
+    target = [*range(4, w + 1), 1, 2, 3][:3]  # w - 3 new brokers: w replicas while moving
+
+    def move(first_partition: int) -> DataFrame:
+        """The controller's reassignment of partitions first_partition.. +3 (see
+        ``on_partition_reassignment``): at the width the move needs, of the rows it names."""
+        assert ctx.partitions is not None
+        named = F.col(s.PARTITION) >= first_partition
+        rows = rows_of(spark, [(0, p, target) for p in range(first_partition, first_partition + 4)])
+        table = with_previous(ctx.partitions, ctx.generation)
+        table = table if s.width(ctx.partitions) < w else table.where(named)
+        return hr.start_reassignment(
+            table, rows, view, w, replaces_ongoing=False, may_complete=False
         )
-        for p in range(4)
-    ]
-    diff = local_checkpoint(
-        generation_diff(compact_frame(spark, before, w=w)[0], compact_frame(spark, after, w=w)[0])
-    )
-    count = request_count(diff, tuple(BROKERS))
-    totals = count.frame.agg(*write_totals(), *count.aggregates)
-    assert count.totals(totals.collect()[0])["LeaderAndIsr"] == (6 if w == 6 else 3)
-    subtrees = totals._jdf.queryExecution().debug().codegenToSeq()
-    sizes = [subtrees.apply(i)._3().maxMethodCodeSize() for i in range(subtrees.size())]
+
+    counts: list[RequestCount] = []
+
+    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
+        counts.append(request_count(diff, tuple(ctx.live_brokers)))
+        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
+
+    actions: list[DataFrame] = []
+    first = ClassicDataFrame.first
+
+    def recorded(self: ClassicDataFrame) -> object:
+        actions.append(self)
+        return first(self)
+
+    monkeypatch.setattr(ClassicDataFrame, "first", recorded)
+    ctx.commit(move(0), "AlterPartitionReassignments", hr.COUNTERS, (), totals)  # widens
+    ctx.commit(move(4), "AlterPartitionReassignments", hr.COUNTERS, (), totals, partial=True)
+    assert ctx.stamped and ctx.diff_totals is not None
+    # The epoch bump reaches every replica of the new assignment, the adding ones included.
+    assert counts[-1].totals(ctx.diff_totals)["LeaderAndIsr"] == w
+    sizes = []  # the largest method of every whole-stage subtree (-1: it failed to compile)
+    for action in actions:
+        action.collect()  # the adaptive plan is final once it has run
+        subtrees = action._jdf.queryExecution().debug().codegenToSeq()
+        sizes += [subtrees.apply(i)._3().maxMethodCodeSize() for i in range(subtrees.size())]
     assert sizes and all(0 <= size < 64 * 1024 for size in sizes), sizes

@@ -195,8 +195,8 @@ def test_a_commits_passes_compile_within_the_jvms_method_limit(
     target = [*range(4, w + 1), 1, 2, 3][:3]  # w - 3 new brokers: w replicas while moving
 
     def move(first_partition: int) -> DataFrame:
-        """The controller's reassignment of partitions first_partition.. +3 (see
-        ``on_partition_reassignment``): at the width the move needs, of the rows it names."""
+        """Four partitions from ``first_partition`` on move, read as the controller reads
+        them: the whole table when the move widens it, else the rows from there on."""
         assert ctx.partitions is not None
         named = F.col(s.PARTITION) >= first_partition
         rows = rows_of(spark, [(0, p, target) for p in range(first_partition, first_partition + 4)])

@@ -12,6 +12,8 @@ the JVM's 64 KB limit, makes it run the plan without generated code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,10 +36,6 @@ from tests.test_requests import broker_failure
 from tests.zk.zk_helpers import elect
 
 BROKERS = range(1, 13)
-
-
-def rows_of(spark: SparkSession, rows: list[tuple[int, int, list[int]]]) -> DataFrame:
-    return local_frame(spark, rows, "topic_index int, partition int, target array<int>")
 
 
 def generated_code(df: DataFrame) -> list[str]:
@@ -143,8 +141,35 @@ def test_zookeeper_writes_compile_nothing_new_across_zxids(spark: SparkSession) 
     store.close()
 
 
+@pytest.fixture
+def actions(monkeypatch: pytest.MonkeyPatch) -> list[DataFrame]:
+    """Every frame a commit runs its action on (``first``), in order."""
+    recorded: list[DataFrame] = []
+    first = ClassicDataFrame.first
+
+    def recording(self: ClassicDataFrame) -> object:
+        recorded.append(self)
+        return first(self)
+
+    monkeypatch.setattr(ClassicDataFrame, "first", recording)
+    return recorded
+
+
+def _commit_totals(
+    ctx: ControllerContext, counts: list[RequestCount]
+) -> Callable[[DataFrame], tuple[DataFrame, tuple]]:
+    """The totals a controller event's commit computes over its diff (the requests' counts
+    and the ZooKeeper writes'), as the handlers pass them; each count is kept in ``counts``."""
+
+    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
+        counts.append(request_count(diff, tuple(ctx.live_brokers)))
+        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
+
+    return totals
+
+
 def test_a_commits_pass_over_every_row_runs_as_generated_code(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, actions: list[DataFrame]
 ) -> None:
     # Every aggregate of a commit's action must be declarative: an imperative one (collect_list,
     # percentile) makes Spark plan an ObjectHashAggregate, which it runs without generated code.
@@ -154,19 +179,9 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
     ctx.live_brokers = {b: LiveBroker(b) for b in BROKERS if b != 3}
     ctx.commit(_cluster(spark)[0])
     assert ctx.partitions is not None
-    actions: list[DataFrame] = []
-    first = ClassicDataFrame.first
-
-    def recorded(self: ClassicDataFrame) -> object:
-        actions.append(self)
-        return first(self)
-
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
-        count = request_count(diff, tuple(ctx.live_brokers))
-        return count.frame, (*write_totals(), *count.aggregates)
-
-    monkeypatch.setattr(ClassicDataFrame, "first", recorded)
+    actions.clear()  # the event's commit only
     failed = _failure_plan(with_previous(ctx.partitions, ctx.generation), 3)  # leads t-2
+    totals = _commit_totals(ctx, [])
     gauges = ctx.commit(failed, "BrokerChange", (h.ELECTED, h.ISR_SHRINKS), (), totals)
     # Two actions: the touched rows with the event's totals, then the gauges over the new table.
     assert ctx.stamped and gauges.counters[h.ELECTED] == 1 and len(actions) == 2
@@ -178,7 +193,7 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
 
 @pytest.mark.parametrize("w", [4, 6])
 def test_a_commits_passes_compile_within_the_jvms_method_limit(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, w: int
+    spark: SparkSession, actions: list[DataFrame], w: int
 ) -> None:
     # Moving RF 3 to new brokers widens the table (to 6 for three new ones). The diff's totals
     # test every replica slot many times, and a method of more than 64 KB fails to compile:
@@ -199,7 +214,8 @@ def test_a_commits_passes_compile_within_the_jvms_method_limit(
         them: the whole table when the move widens it, else the rows from there on."""
         assert ctx.partitions is not None
         named = F.col(s.PARTITION) >= first_partition
-        rows = rows_of(spark, [(0, p, target) for p in range(first_partition, first_partition + 4)])
+        named_rows = [(0, p, target) for p in range(first_partition, first_partition + 4)]
+        rows = local_frame(spark, named_rows, "topic_index int, partition int, target array<int>")
         table = with_previous(ctx.partitions, ctx.generation)
         table = table if s.width(ctx.partitions) < w else table.where(named)
         return hr.start_reassignment(
@@ -207,19 +223,8 @@ def test_a_commits_passes_compile_within_the_jvms_method_limit(
         )
 
     counts: list[RequestCount] = []
-
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
-        counts.append(request_count(diff, tuple(ctx.live_brokers)))
-        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
-
-    actions: list[DataFrame] = []
-    first = ClassicDataFrame.first
-
-    def recorded(self: ClassicDataFrame) -> object:
-        actions.append(self)
-        return first(self)
-
-    monkeypatch.setattr(ClassicDataFrame, "first", recorded)
+    totals = _commit_totals(ctx, counts)
+    actions.clear()  # the moves' commits only
     ctx.commit(move(0), "AlterPartitionReassignments", hr.COUNTERS, (), totals)  # widens
     ctx.commit(move(4), "AlterPartitionReassignments", hr.COUNTERS, (), totals, partial=True)
     assert ctx.stamped and ctx.diff_totals is not None

@@ -2,60 +2,22 @@
 
 Everything that grows with partitions lives in the generation (persisted compact rows, see
 ``statemachines.schemas``); the driver keeps only brokers, topics and in-flight admin work.
-``commit`` is the one place a generation is swapped. An event whose diff is a filter of its rows
-(``controller.diff``) checkpoints only the rows it touched, which join the delta over the last
-base (``controller.generations``): one action materialises them with the event's totals, and a
-second computes the controller gauges (spec §16.1) over the new table and, for the caller, the
-diff's totals. Any other event checkpoints every row into a new base in one action that also
-computes the gauges (and the diff's totals). The controller frees what a commit replaced.
+``commit`` (``controller.generation_commits``) is the one place a generation is swapped.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, Row, SparkSession
 
-from controller.checkpoint import local_checkpoint, release
-from controller.diff import (
-    CHANGE,
-    KEY,
-    UNCHANGED,
-    can_stamp,
-    stamp_changes,
-    stamped_diff,
-    with_previous,
-)
-from controller.gauges import (
-    Gauges,
-    count_changed,
-    count_rows,
-    event_columns,
-    gauge_columns,
-    gauge_moves,
-    gauge_names,
-    moved,
-    width_used,
-)
+from controller.checkpoint import local_checkpoint
+from controller.generation_commits import GenerationCommits
 from controller.generations import Generations
 from controller.handlers.deletion import TopicDeletionManager
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet, BrokerView, ClusterView
-from statemachines.columns import any_of
+from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.local_rows import local_frame
-from statemachines.state_change_errors import ERRORS
-
-log = logging.getLogger(__name__)
-
-CUT = "_cut"  # see ``ControllerContext._commit_touched``
-DELTA = "_delta_rows"
-
-# Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
-# the committer reads (``ControllerContext.commit``).
-DiffTotals = Callable[[DataFrame], tuple[DataFrame, Sequence[Column]]]
 
 
 @dataclass(frozen=True)
@@ -77,20 +39,7 @@ class TopicEntry:
     config: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class _Pending:
-    """A commit's inputs: the new table, its columns and stamps, and the aggregates to run."""
-
-    table: DataFrame
-    columns: list[str]
-    stamps: list[Column]
-    gauges: tuple[Column, ...]
-    events: tuple[Column, ...]
-    literals: dict[str, Column]
-    diff_totals: DiffTotals | None
-
-
-class ControllerContext:
+class ControllerContext(GenerationCommits):
     """Kafka's ``ControllerContext`` for a bulk controller (spec Appendix A)."""
 
     def __init__(
@@ -201,212 +150,6 @@ class ControllerContext:
         self._gauged = None
         self.store.install(loaded, loaded.columns)
         self.partitions = self.store.table
-
-    def commit(
-        self,
-        new_partitions: DataFrame,
-        label: str = "",
-        counters: Sequence[str] = (),
-        kept: Sequence[str] = (),
-        diff_totals: DiffTotals | None = None,
-        partial: bool = False,
-    ) -> Gauges:
-        """Swap in ``new_partitions`` (compact) as the next generation.
-
-        A pass over the new rows computes the gauges, and the sums of the per-partition
-        ``counters`` columns a handler attached (``Gauges.counters``). The counters stay in the
-        ``committed`` rows; ``partitions`` projects them away. So do the rows'
-        ``state_change_errors``, whose number is counted under that name, and the ``kept``
-        columns (per-row results the handler reads back off ``committed``).
-
-        ``diff_totals``: when the generation is ``stamped``, its diff is materialised too and
-        these aggregates computed over it, into ``diff`` and ``diff_totals`` (else both are None
-        and the caller diffs the generations itself).
-
-        A stamped event writes only the rows it touched (``controller.generations``); the
-        ``committed`` rows are then those, which include every row with a counter, an error or
-        a kept value. Otherwise every row is written, and ``committed`` holds them all.
-
-        ``partial``: ``new_partitions`` holds only the rows the event may have touched (a
-        handler's scope, e.g. ``handlers.brokers.broker_failure_scope``), at the same width;
-        every other row is as committed.
-        """
-        s.check_compact(new_partitions)
-        w = s.width(new_partitions)
-        errors = [ERRORS] if ERRORS in new_partitions.columns else []
-        same_width = self.partitions is not None and s.width(self.partitions) == w
-        stampable = same_width and can_stamp(new_partitions)
-        touched_only = stampable and self.rows is not None and self.store.base is not None
-        assert same_width or not partial, "a partial table keeps the width"
-        stamps = stamp_changes(new_partitions, self.generation) if stampable else []
-        columns = [*s.compact_columns(w), *counters, *errors, *kept]
-        self.generation += 1
-        if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
-            # The periodic JVM GC lets Spark's cleaner free dropped checkpoints the controller
-            # does not free itself (``release``).
-            self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
-        # The view's brokers are data the cached Columns read (``ClusterView.as_columns``).
-        cluster = self.view()
-        view: BrokerView
-        view, literals = cluster.as_columns() or (cluster, {})
-        deleting = tuple(self.deleting)
-        started = tuple(sorted(self.deletion.topics_with_deletion_started))
-        gauges = gauge_columns(w, view, deleting, started)
-        key = (w, cluster, deleting, started)  # what the gauges read besides the rows
-        events = event_columns(tuple(counters), bool(errors), bool(stamps))
-        pending = _Pending(new_partitions, columns, stamps, gauges, events, literals, diff_totals)
-        row = None
-        if touched_only:
-            # Rows the event changed, or that carry a result of the handler's.
-            counted = [F.col(c).cast("long") != 0 for c in counters]
-            results = [F.col(c).isNotNull() for c in (*errors, *kept)]
-            touched = any_of([F.col(CHANGE) != UNCHANGED, *counted, *results])
-            row = self._commit_touched(pending, partial, touched, key)
-        if row is None:
-            replaced = self.generation - 1
-            whole = self._whole(new_partitions, replaced) if partial else new_partitions
-            stamps = stamp_changes(whole, replaced) if stampable else []
-            row = self._commit_every_row(replace(pending, table=whole, stamps=stamps))
-        self._gauged = key, {g: int(row[g] or 0) for g in gauge_names(w)}
-        self._maybe_narrow(w)
-        result = Gauges.of(
-            row,
-            (*counters, *errors),
-            topics=len(self.topics),
-            to_delete=len(self.deleting),
-            ineligible=len(self.deletion.topics_ineligible_for_deletion),
-        )
-        log.debug("generation %d committed (%s): %s", self.generation, label, result)
-        return result
-
-    def _maybe_narrow(self, w: int) -> None:
-        """Read the committed table at the narrowest width that holds its rows (a completed or
-        cancelled replica move leaves its last positions empty): the handlers' plans grow with
-        the width. Its rows and so its gauges are unchanged; only their key's width moves."""
-        assert self._gauged is not None
-        key, gauged = self._gauged
-        needed = width_used(gauged, w)
-        if needed >= w:
-            return
-        self.store.narrow(s.compact_columns(needed))
-        self.partitions = self.store.table
-        self._gauged = (needed, *key[1:]), {g: gauged[g] for g in gauge_names(needed)}
-        log.info("The partitions table narrows from %d to %d replica positions", w, needed)
-
-    def _whole(self, partial: DataFrame, generation: int) -> DataFrame:
-        """The committed generation (``generation``) with the rows of ``partial`` (a
-        ``partial`` commit's) in place of their keys' rows; lazy."""
-        assert self.partitions is not None
-        keys = F.broadcast(partial.select(*KEY))
-        rest = with_previous(self.partitions, generation).join(keys, list(KEY), "left_anti")
-        return rest.unionByName(partial, allowMissingColumns=True)
-
-    def _is_stamped(self, row: Row, rows: int) -> bool:
-        """Whether a stamped generation (of ``rows`` rows) has a diff that is the filter of its
-        changed rows: every row of the replaced generation is still here (no row dropped),
-        and every changed row knows its previous values."""
-        created = int(row["_created"] or 0)
-        return self.rows is not None and rows == self.rows + created and not row["_stale"]
-
-    def _commit_every_row(self, pending: _Pending) -> Row:
-        """Write every row into a new base: one action materialises it and computes the gauges
-        and, when stamped, checkpoints the diff and totals it."""
-        # A local checkpoint cuts the logical plan at every generation: without it each plan
-        # would carry every ancestor's expressions and planning time would grow per event.
-        table = local_checkpoint(
-            pending.table.select(*pending.columns, *pending.stamps), eager=False
-        )
-        aggregated = table.withColumns(pending.literals).agg(
-            *pending.gauges, *pending.events, count_rows()
-        )
-        diff = None
-        if pending.stamps and pending.diff_totals is not None:
-            # The diff is a filter of the new rows: materialised and totalled by the same job
-            # (a second action would plan and run a pass of its own). Dropped below when the
-            # generation turns out not stamped.
-            diff = local_checkpoint(stamped_diff(table), eager=False)
-            frame, totals = pending.diff_totals(diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
-        row = aggregated.first()
-        assert row is not None
-        self.stamped = bool(pending.stamps) and self._is_stamped(row, int(row["_rows"]))
-        self.rows = int(row["_rows"])
-        if diff is not None and not self.stamped:
-            release(diff)
-            diff = None
-        self.diff, self.diff_totals = diff, row if diff is not None else None
-        self.store.install(table, s.compact_columns(s.width(pending.table)))
-        self.partitions = self.store.table
-        return row
-
-    def _commit_touched(
-        self, pending: _Pending, partial: bool, touched: Column, key: tuple
-    ) -> Row | None:
-        """Write the rows the event touched into the delta; None (nothing committed) when the
-        generation turns out not stamped.
-
-        One action materialises the touched rows, with the event's totals over them and the
-        new row count; a second totals the diff and computes the gauges. When what they read
-        besides the rows (``key``) is as at the last commit, the gauges are the last ones moved
-        by the changed rows; otherwise they are computed over the new table (the base and the
-        new delta, both materialised by then)."""
-        # A nondeterministic column keeps the filter above the stamps: Spark would otherwise
-        # push it through the handler's projections one by one, inlining each layer's
-        # expressions into the condition, which then grows exponentially with the layers.
-        stamped = pending.table.select(
-            *pending.columns, *pending.stamps, F.spark_partition_id().alias(CUT)
-        )
-        rows = local_checkpoint(stamped.where(touched), eager=False)
-        totalled = rows.agg(*pending.events, count_changed())
-        if not partial:  # Spark prunes the handler's columns away from the count
-            totalled = totalled.crossJoin(pending.table.agg(count_rows()))
-        first = totalled.first()
-        assert first is not None and self.rows is not None
-        # A partial table's other rows are there, unchanged.
-        count = self.rows + int(first["_created"] or 0) if partial else int(first["_rows"])
-        if not self._is_stamped(first, count):
-            release(rows)
-            return None
-        self.stamped = True
-        self.rows = count
-        w = s.width(pending.table)
-        changed = rows.where(F.col(CHANGE) != UNCHANGED).select(*s.compact_columns(w))
-        self.store.extend(rows, changed, int(first["_changed"] or 0))
-        folded, last = None, None
-        if not self.store.fits(count):
-            # Past its bound the delta folds into a new base, which the gauges' action writes.
-            folded = local_checkpoint(self.store.table, eager=False)
-            aggregated = folded.withColumns(pending.literals).agg(*pending.gauges)
-        else:
-            assert self.store.delta is not None
-            if self._gauged is not None and self._gauged[0] == key:
-                last = self._gauged[1]
-            table = self.store.table
-            assert table is not None
-            aggregated = (
-                table.withColumns(pending.literals).agg(*pending.gauges)
-                if last is None
-                else gauge_moves(rows, w, pending.gauges, pending.literals)
-            )
-            # The new delta is materialised here, while the checkpoints it reads are held.
-            count_delta = F.count(F.lit(1)).alias(DELTA)
-            aggregated = aggregated.crossJoin(self.store.delta.agg(count_delta))
-        self.diff = None
-        if pending.diff_totals is not None:
-            self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
-            frame, totals = pending.diff_totals(self.diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
-        second = aggregated.first()
-        assert second is not None
-        values = second.asDict() if last is None else moved(last, second.asDict())
-        if folded is not None:
-            self.store.fold(folded)
-        else:
-            self.store.delta_rows = int(values.pop(DELTA))
-        self.partitions = self.store.table
-        row = Row(**{**first.asDict(), **values})
-        self.diff_totals = row if self.diff is not None else None
-        return row
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 # Run as a script, this file's directory comes first on the path, and ``bench/controller.py``
@@ -32,8 +32,8 @@ from controller.context import ControllerContext, LiveBroker
 from controller.controller_state import ElectionTrigger, ElectionType
 from controller.diff import with_previous
 from controller.handlers import election as he
-from controller.requests import RequestCount, request_count
-from controller.state_writer import write_totals
+from controller.kafka_controller import event_totals
+from controller.requests import RequestCount
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
 from statemachines.generator import generate_cluster
@@ -63,11 +63,7 @@ def preferred_pass(ctx: ControllerContext) -> tuple[int, int]:
     """The election and its commit; (partitions elected, LeaderAndIsr partitions)."""
     assert ctx.partitions is not None
     counts: list[RequestCount] = []
-
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple[Column, ...]]:
-        counts.append(request_count(diff, tuple(ctx.live_brokers)))
-        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
-
+    totals = event_totals(tuple(ctx.live_brokers), (), counts)
     table = with_previous(ctx.partitions.where(he.not_preferred()), ctx.generation)
     trigger = ElectionTrigger.AutoTriggered
     elected = he.on_replica_election(

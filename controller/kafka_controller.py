@@ -14,7 +14,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -29,6 +29,7 @@ from controller.diff import generation_diff, with_previous
 from controller.election_events import ElectionEvents
 from controller.event_manager import ControllerEventManager
 from controller.gauges import Gauges
+from controller.generation_commits import DiffTotals
 from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
 from controller.reassignment_events import ReassignmentEvents
@@ -312,12 +313,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         topics = self.ctx.topics_frame()  # before any completed deletion drops names
         live, deleting = self.ctx.view().live_or_shutting_down.ids, self.ctx.deleting
         counts: list[RequestCount] = []
-
-        def totals_of(diff: DataFrame) -> tuple[DataFrame, tuple[Column, ...]]:
-            """The ZooKeeper write's and the broker requests' totals over the event's diff."""
-            counts.append(request_count(diff, live, deleting))
-            return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
-
+        totals_of = event_totals(live, deleting, counts)
         gauges = self.ctx.commit(table, label, counters, kept, totals_of, partial)
         committed = self.ctx.committed
         assert committed is not None and self.ctx.partitions is not None
@@ -369,6 +365,20 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
     def reassigning_partitions(self) -> int:
         """Partitions with a reassignment in flight, as of the last commit."""
         return self.last_gauges.reassigning_partitions if self.last_gauges is not None else 0
+
+
+def event_totals(
+    live_or_shutting_down: Collection[int], deleting: Sequence[int], counts: list[RequestCount]
+) -> DiffTotals:
+    """What a commit totals over an event's diff: the ZooKeeper write's and the broker
+    requests' (``ControllerContext.commit``'s ``diff_totals``). Each request count is appended
+    to ``counts``, whose last one reads the totals back."""
+
+    def totals(diff: DataFrame) -> tuple[DataFrame, tuple[Column, ...]]:
+        counts.append(request_count(diff, live_or_shutting_down, deleting))
+        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
+
+    return totals
 
 
 def _snake(name: str) -> str:

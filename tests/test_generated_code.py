@@ -12,8 +12,6 @@ the JVM's 64 KB limit, makes it run the plan without generated code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,9 +21,9 @@ from controller.context import ControllerContext, LiveBroker
 from controller.diff import with_previous
 from controller.handlers import brokers as h
 from controller.handlers import reassignment as hr
+from controller.kafka_controller import event_totals
 from controller.requests import RequestCount, request_batches, request_count
 from controller.state_change_log import state_change_lines
-from controller.state_writer import write_totals
 from controller.zk import STATES_SCHEMA, InMemoryZooKeeper, PartitionStateStore
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
@@ -160,19 +158,6 @@ def actions(monkeypatch: pytest.MonkeyPatch) -> list[DataFrame]:
     return recorded
 
 
-def _commit_totals(
-    ctx: ControllerContext, counts: list[RequestCount]
-) -> Callable[[DataFrame], tuple[DataFrame, tuple]]:
-    """The totals a controller event's commit computes over its diff (the requests' counts
-    and the ZooKeeper writes'), as the handlers pass them; each count is kept in ``counts``."""
-
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
-        counts.append(request_count(diff, tuple(ctx.live_brokers)))
-        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
-
-    return totals
-
-
 def test_a_commits_pass_over_every_row_runs_as_generated_code(
     spark: SparkSession, actions: list[DataFrame]
 ) -> None:
@@ -186,7 +171,7 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
     assert ctx.partitions is not None
     actions.clear()  # the event's commit only
     failed = _failure_plan(with_previous(ctx.partitions, ctx.generation), 3)  # leads t-2
-    totals = _commit_totals(ctx, [])
+    totals = event_totals(tuple(ctx.live_brokers), (), [])
     gauges = ctx.commit(failed, "BrokerChange", (h.ELECTED, h.ISR_SHRINKS), (), totals)
     # Two actions: the touched rows with the event's totals, then the gauges over the new table.
     assert ctx.stamped and gauges.counters[h.ELECTED] == 1 and len(actions) == 2
@@ -228,7 +213,7 @@ def test_a_commits_passes_compile_within_the_jvms_method_limit(
         )
 
     counts: list[RequestCount] = []
-    totals = _commit_totals(ctx, counts)
+    totals = event_totals(tuple(ctx.live_brokers), (), counts)
     actions.clear()  # the moves' commits only
     ctx.commit(move(0), "AlterPartitionReassignments", hr.COUNTERS, (), totals)  # widens
     ctx.commit(move(4), "AlterPartitionReassignments", hr.COUNTERS, (), totals, partial=True)

@@ -28,11 +28,11 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controller.committer import event_totals
 from controller.context import ControllerContext, LiveBroker
 from controller.controller_state import ElectionTrigger, ElectionType
 from controller.diff import with_previous
 from controller.handlers import election as he
-from controller.kafka_controller import event_totals
 from controller.requests import RequestCount
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
@@ -50,7 +50,7 @@ def loaded_context(spark: SparkSession, n: int) -> tuple[ControllerContext, Data
     ctx = ControllerContext(spark)
     for t in range(n // PER_TOPIC):  # topic indices in the generator's order
         ctx.add_topic(f"topic-{t}", PER_TOPIC)
-    ctx.live_brokers = {b.id: LiveBroker(b.id, b.rack) for b in generated.brokers}
+    ctx.set_live_brokers(LiveBroker(b.id, b.rack) for b in generated.brokers)
     off = F.col(s.PARTITION) % 10 == 0
     leader = F.when(off, F.get(F.col(s.REPLICAS), 1)).otherwise(F.col(s.LEADER))
     partitions = generated.partitions.withColumn(s.LEADER, leader)

@@ -7,6 +7,7 @@ Everything that grows with partitions lives in the generation (persisted compact
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -90,9 +91,35 @@ class ControllerContext(GenerationCommits):
         """Indices of the topics queued for deletion."""
         return sorted(self.deletion.topics_to_be_deleted) if self.deletion.enabled else []
 
-    @property
-    def live_or_shutting_down_ids(self) -> BrokerSet:
-        return BrokerSet.of(self.live_brokers)
+    def set_epoch(self, epoch: int, epoch_zk_version: int) -> None:
+        """This controller won the election at ``epoch`` (``/controller_epoch`` at that version)."""
+        self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
+
+    def set_live_brokers(self, brokers: Iterable[LiveBroker]) -> None:
+        """Failover: the registered brokers, none of them shutting down."""
+        self.live_brokers = {b.id: b for b in brokers}
+        self.shutting_down.clear()
+
+    def add_live_broker(self, broker: LiveBroker) -> None:
+        self.live_brokers[broker.id] = broker
+
+    def remove_live_brokers(self, ids: Iterable[int], still_shutting_down: bool = False) -> None:
+        """Brokers gone from ``/brokers/ids``; ``still_shutting_down``: a bounce, whose broker
+        registered again within the same change, keeps a controlled shutdown in progress."""
+        for b in ids:
+            del self.live_brokers[b]
+            if not still_shutting_down:
+                self.shutting_down.discard(b)
+
+    def mark_shutting_down(self, broker: int) -> None:
+        self.shutting_down.add(broker)
+
+    def mark_log_dirs_offline(self, brokers: Iterable[int]) -> None:
+        self.offline_dir_brokers.update(brokers)
+
+    def restore_log_dirs(self, brokers: Iterable[int]) -> None:
+        """A broker that registers again has its log directories back (§8.6)."""
+        self.offline_dir_brokers -= set(brokers)
 
     def view(self) -> ClusterView:
         # Replicas on a failed log directory are never online (§8.6); with one directory per
@@ -117,6 +144,17 @@ class ControllerContext(GenerationCommits):
         self.topics[name] = entry
         self._topics_frame = None
         return entry
+
+    def update_topic_config(self, name: str, config: dict[str, str]) -> None:
+        """Merge ``config`` into the topic's overrides."""
+        self.topics[name].config.update(config)
+
+    def set_topic_config(self, name: str, config: dict[str, str]) -> None:
+        """The topic's overrides are ``config`` (as just read from ZooKeeper)."""
+        self.topics[name].config = dict(config)
+
+    def set_partition_count(self, name: str, partitions: int) -> None:
+        self.topics[name].partitions = partitions
 
     def topics_frame(self) -> DataFrame:
         """(topic_index, topic): small, built from the driver's topic list."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.gauges import Gauges
+from controller.state_writer import StateWrites
 
 
 @dataclass(frozen=True)
@@ -37,3 +38,14 @@ class EventRecord:
     commits: int = 0
     requests: dict[str, int] = field(default_factory=dict)
     failed: str | None = None
+
+    def add_commit(self, gauges: Gauges, written: StateWrites, requests: dict[str, int]) -> None:
+        """One of the event's commits: its counters add up, its gauges are the latest."""
+        for name, value in gauges.counters.items():
+            self.counters[name] = self.counters.get(name, 0) + value
+        self.gauges = gauges
+        self.zk_writes += written.znode_writes
+        self.partitions_changed += written.partitions_changed
+        self.commits += 1
+        for kind, n in requests.items():
+            self.requests[kind] = self.requests.get(kind, 0) + n

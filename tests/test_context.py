@@ -26,7 +26,7 @@ def _context(spark: SparkSession) -> ControllerContext:
     ctx = ControllerContext(spark, checkpoint_interval=2)
     for name, n in (("a", 2), ("b", 2)):
         ctx.add_topic(name, n)
-    ctx.live_brokers = {b: LiveBroker(b) for b in (1, 2)}
+    ctx.set_live_brokers(LiveBroker(b) for b in (1, 2))
     return ctx
 
 
@@ -73,7 +73,7 @@ def test_under_replicated_and_lagging_followers(spark: SparkSession) -> None:
 
 def test_view_excludes_shutting_down_brokers(spark: SparkSession) -> None:
     ctx = _context(spark)
-    ctx.shutting_down.add(2)
+    ctx.mark_shutting_down(2)
     view = ctx.view()
     assert view.live.ids == frozenset({1}) and view.shutting_down.ids == frozenset({2})
     ctx.reset()

@@ -17,11 +17,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from controller.committer import event_totals
 from controller.context import ControllerContext, LiveBroker
 from controller.diff import with_previous
 from controller.handlers import brokers as h
 from controller.handlers import reassignment as hr
-from controller.kafka_controller import event_totals
 from controller.requests import RequestCount, request_batches, request_count
 from controller.state_change_log import state_change_lines
 from controller.zk import STATES_SCHEMA, InMemoryZooKeeper, PartitionStateStore
@@ -166,7 +166,7 @@ def test_a_commits_pass_over_every_row_runs_as_generated_code(
     # At 1e7 an AlterIsr event that collected its replies that way took 18.2 s (15.2-15.5 s without).
     ctx = ControllerContext(spark)
     ctx.add_topic("t", 12)
-    ctx.live_brokers = {b: LiveBroker(b) for b in BROKERS if b != 3}
+    ctx.set_live_brokers(LiveBroker(b) for b in BROKERS if b != 3)
     ctx.commit(_cluster(spark)[0])
     assert ctx.partitions is not None
     actions.clear()  # the event's commit only
@@ -191,7 +191,7 @@ def test_a_commits_passes_compile_within_the_jvms_method_limit(
     ctx = ControllerContext(spark)
     ctx.add_topic("t", 8)
     brokers = range(1, 101)  # ids in two 64-bit words, as in the bench's clusters
-    ctx.live_brokers = {b: LiveBroker(b) for b in brokers}
+    ctx.set_live_brokers(LiveBroker(b) for b in brokers)
     parts = [
         Partition("t", p, (1, 2, 3), (1, 2, 3), leader=1, controller_epoch=1) for p in range(8)
     ]

@@ -1,6 +1,6 @@
 """Partition reassignment events of the controller (spec §10, KIP-455).
 
-``ReassignmentEvents`` is part of ``KafkaController``. Both entry points — the legacy
+Both entry points — the legacy
 ``/admin/reassign_partitions`` znode and the AlterPartitionReassignments API — become a small plan
 DataFrame, are validated (§10.4) and started in bulk (``handlers.reassignment``); completion
 (phase B) runs when the target replicas are in the ISR, after an ISR change. After each commit that
@@ -11,26 +11,24 @@ partitions leave ``/admin/reassign_partitions`` (the znode goes when empty).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
 from controller.zk.bootstrap import topic_znode_json
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
+from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions
 from statemachines.local_rows import local_frame
-
-if TYPE_CHECKING:
-    from controller.kafka_controller import KafkaController as _Controller
-else:
-    _Controller = object
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +36,41 @@ PLAN_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {rp.TARGET} array<int>"
 Entry = tuple[str, int, Sequence[int] | None]
 
 
-class ReassignmentEvents(_Controller):
+class ReassignmentEvents:
     """``process_*`` for the reassignment events (§10) and the post-commit znode upkeep."""
 
-    def _reassign_watch(self, watched: Any) -> None:
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        spark: SparkSession,
+        committer: Committer,
+        put: Callable[[ev.ControllerEvent], None],
+        is_active: Callable[[], bool],
+        broker_id: int,
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.spark = spark
+        self.committer = committer
+        self.put = put
+        self.is_active = is_active
+        self.broker_id = broker_id
+
+    def reassign_watch(self, watched: Any) -> None:
         # Kafka's handler reacts to creation only; our own rewrites just re-arm the watch.
         if getattr(watched, "type", None) == "CREATED":
-            self.events.put(ev.ZkPartitionReassignment())
+            self.put(ev.ZkPartitionReassignment())
         elif getattr(watched, "type", None) == "CHANGED":
-            self.zk.exists(REASSIGN_PARTITIONS, watch=self._reassign_watch)
+            self.zk.exists(REASSIGN_PARTITIONS, watch=self.reassign_watch)
 
     def register_reassignment_watch(self) -> bool:
         """Exists watch on ``/admin/reassign_partitions``; True if the znode is there."""
-        return self.zk.exists(REASSIGN_PARTITIONS, watch=self._reassign_watch) is not None
+        return self.zk.exists(REASSIGN_PARTITIONS, watch=self.reassign_watch) is not None
 
     # -- entry points --------------------------------------------------------------------------
     def process_zk_partition_reassignment(self, _: ev.ZkPartitionReassignment) -> None:
-        if not self.is_active or not self.register_reassignment_watch():
+        if not self.is_active() or not self.register_reassignment_watch():
             return
         data, _stat = self.zk.get(REASSIGN_PARTITIONS)
         request = ReassignPartitionsZNode.decode_lenient(data)
@@ -67,7 +83,7 @@ class ReassignmentEvents(_Controller):
 
     def process_api_partition_reassignment(self, event: ev.ApiPartitionReassignment) -> None:
         reply = event.callback or (lambda *a: None)
-        if not self.is_active:
+        if not self.is_active():
             reply("NOT_CONTROLLER")
             return
         entries = [(tp.topic, tp.partition, t) for tp, t in event.reassignments.items()]
@@ -79,17 +95,17 @@ class ReassignmentEvents(_Controller):
     def process_partition_reassignment_isr_change(
         self, _: ev.PartitionReassignmentIsrChange
     ) -> None:
-        if self.is_active:
+        if self.is_active():
             self.maybe_complete_reassignments()
 
     def process_list_partition_reassignments(self, event: ev.ListPartitionReassignments) -> None:
         reply = event.callback or (lambda *a: None)
-        if not self.is_active:
+        if not self.is_active():
             reply("NOT_CONTROLLER")
             return
         names = {t.index: t.name for t in self.ctx.topics.values()}
         listed = {}
-        for r in rp.list_reassignments(self._table()).collect():
+        for r in rp.list_reassignments(self.committer.table()).collect():
             tp = ev.TopicPartition(names[r[s.TOPIC_INDEX]], r[s.PARTITION])
             if event.partitions is None or tp in event.partitions:
                 listed[tp] = (r[rp.REPLICAS_LIST], r[rp.ADDING_LIST], r[rp.REMOVING_LIST])
@@ -114,7 +130,7 @@ class ReassignmentEvents(_Controller):
         keyed = {(i, p): t for (t, p, _), (i, _, _) in zip(entries, rows, strict=True)}
         plan = local_frame(self.spark, rows, PLAN_SCHEMA)
         # Only the plan's partitions can change: a partial commit, unless the table widens.
-        table = self._table(named=plan.select(s.TOPIC_INDEX, s.PARTITION))
+        table = self.committer.table(named=plan.select(s.TOPIC_INDEX, s.PARTITION))
         checked = rp.validate_reassignments(
             table, plan, self.ctx.view().live, self.ctx.deleting, api
         )
@@ -140,14 +156,14 @@ class ReassignmentEvents(_Controller):
         )
         widens = width > s.width(table)  # every row gets the new width
         out = hr.start_reassignment(
-            self._table() if widens else table,
+            self.committer.table() if widens else table,
             start,
             self.ctx.view(),
             width,
             replaces_ongoing=any(r[rp.REASSIGNING] for r in accepted),
             may_complete=any(r[rp.COMPLETES] for r in accepted),
         )
-        self._commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=not widens)
+        self.committer.commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(
             "[Controller id=%d] Reassigning %d partitions of topics %s",
             self.broker_id, len(accepted), sorted({names[r[s.TOPIC_INDEX]] for r in accepted}),
@@ -157,12 +173,12 @@ class ReassignmentEvents(_Controller):
     def resume_reassignments(self) -> None:
         """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
         # Only partitions being reassigned can change: a partial commit.
-        table = self._table(rp.being_reassigned())
+        table = self.committer.table(rp.being_reassigned())
         plan = rp.ongoing_plan(table)
         if plan.limit(1).count():
             # The targets are the reassignments' own: none is replaced.
             out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
-            self._commit(
+            self.committer.commit(
                 out.drop(rp.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
             )
         if self.register_reassignment_watch():
@@ -170,12 +186,12 @@ class ReassignmentEvents(_Controller):
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""
-        table = self._table(rp.being_reassigned())  # the only rows it may touch
+        table = self.committer.table(rp.being_reassigned())  # the only rows it may touch
         out = hr.maybe_complete_reassignment(table, self.ctx.view())
-        self._commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
+        self.committer.commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 
     # -- after a commit ------------------------------------------------------------------------
-    def after_reassignment_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:
+    def after_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:
         """Rewrite changed topic znodes (U2/B6); drop completed partitions from the ZK request."""
         if counters.get(hr.ASSIGNMENT_CHANGED, 0):
             self.write_topic_assignments(committed.where(F.col(hr.ASSIGNMENT_CHANGED) > 0))
@@ -193,7 +209,7 @@ class ReassignmentEvents(_Controller):
         indices = [r[0] for r in changed.select(s.TOPIC_INDEX).distinct().collect()]
         if not indices:
             return
-        table = self._table().where(F.col(s.TOPIC_INDEX).isin(indices))
+        table = self.committer.table().where(F.col(s.TOPIC_INDEX).isin(indices))
         public = to_public_partitions(table, self.ctx.topics_frame())
         ops = [
             SetData(TopicZNode.path(r[0]), r[1].encode())

@@ -1,6 +1,6 @@
 """ISR and log-directory events of the controller (spec §12.4, §12.5, §8.6).
 
-``IsrEvents`` is part of ``KafkaController``. Before AlterIsr (IBP < 2.7-IV2) leaders write the
+Before AlterIsr (IBP < 2.7-IV2) leaders write the
 state znodes themselves and leave ``/isr_change_notification`` nodes: the controller reads every
 notification at once — so a burst of queued notifications costs one bulk refresh, the others find
 nothing — reloads those partitions' leadership from ZooKeeper into a new generation, and completes
@@ -14,27 +14,31 @@ the broker registers again.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext
+from controller.event_manager import ControllerEventManager
 from controller.handlers.tracked import tracked
+from controller.processors.brokers import BrokerEvents
+from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import fenced_delete
+from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import (
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
 )
+from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.local_rows import local_frame
-
-if TYPE_CHECKING:
-    from controller.kafka_controller import KafkaController as _Controller
-else:
-    _Controller = object
 
 log = logging.getLogger(__name__)
 
@@ -53,24 +57,48 @@ def _with_isr(isr: Any, w: int) -> dict[str, Any]:
     return {s.isr_col(k): F.coalesce(F.get(isr, k), F.lit(s.EMPTY_SLOT)) for k in range(w)}
 
 
-class IsrEvents(_Controller):
+class IsrEvents:
     """``process_*`` for IsrChangeNotification, AlterIsrReceived, LogDirEventNotification."""
 
-    def _isr_watch(self, _: Any) -> None:
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        spark: SparkSession,
+        store: PartitionStateStore,
+        committer: Committer,
+        events: ControllerEventManager,
+        brokers: BrokerEvents,
+        reassignments: ReassignmentEvents,
+        is_active: Callable[[], bool],
+        broker_id: int,
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.spark = spark
+        self.store = store
+        self.committer = committer
+        self.events = events
+        self.brokers = brokers
+        self.reassignments = reassignments
+        self.is_active = is_active
+        self.broker_id = broker_id
+
+    def isr_watch(self, _: Any) -> None:
         self.events.put(ev.IsrChangeNotification())
 
-    def _log_dir_watch(self, _: Any) -> None:
+    def log_dir_watch(self, _: Any) -> None:
         self.events.put(ev.LogDirEventNotification())
 
     def register_isr_watches(self) -> None:
-        self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self._isr_watch)
-        self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self._log_dir_watch)
+        self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self.isr_watch)
+        self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self.log_dir_watch)
 
     # -- §12.4 ---------------------------------------------------------------------------------
     def process_isr_change_notification(self, _: ev.IsrChangeNotification) -> None:
-        if not self.is_active:
+        if not self.is_active():
             return
-        children = sorted(self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self._isr_watch))
+        children = sorted(self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self.isr_watch))
         if not children:
             return
         paths = [f"{ISR_CHANGE_NOTIFICATION}/{c}" for c in children]
@@ -85,8 +113,8 @@ class IsrEvents(_Controller):
         finally:  # processed notifications go, even on error (§12.4 step 3)
             fenced_delete(self.zk, paths, self.ctx.epoch_zk_version)
         self.update_leader_and_isr_cache(keys)
-        if self.reassigning_partitions():
-            self.maybe_complete_reassignments()
+        if self.committer.reassigning_partitions():
+            self.reassignments.maybe_complete_reassignments()
 
     def update_leader_and_isr_cache(self, keys: set[tuple[str, int]]) -> None:
         """Reload the leadership of ``keys`` from their state znodes into a new generation."""
@@ -105,7 +133,7 @@ class IsrEvents(_Controller):
         )
         named = [(self.ctx.topics[t].index, p) for t, p in known]
         # Only the partitions read: the commit is partial.
-        table = self._table(named=local_frame(self.spark, named, _KEY_SCHEMA))
+        table = self.committer.table(named=local_frame(self.spark, named, _KEY_SCHEMA))
         w = s.width(table)
         joined = table.join(F.broadcast(fresh), _KEY)
         hit = F.col(f"_zk_{s.ZK_VERSION}").isNotNull()
@@ -122,7 +150,7 @@ class IsrEvents(_Controller):
             hit.cast("int").alias(ISR_UPDATED),
         )
         # The znodes already hold these states: nothing to write back.
-        self._commit(
+        self.committer.commit(
             out, "IsrChangeNotification", extra=(ISR_UPDATED,), write_zk=False, partial=True
         )
 
@@ -134,7 +162,7 @@ class IsrEvents(_Controller):
         so each is checked against the state it would have seen processed alone.
         """
         batch = [event]
-        if self.is_active:
+        if self.is_active():
             seen = set(event.isrs_to_alter)
 
             def disjoint(other: ev.ControllerEvent) -> bool:
@@ -148,7 +176,7 @@ class IsrEvents(_Controller):
         rows: list[tuple[Any, ...]] = []
         for request in batch:
             broker = self.ctx.live_brokers.get(request.broker_id)
-            if not self.is_active:
+            if not self.is_active():
                 replies.append((request, "NOT_CONTROLLER"))
             elif broker is None or request.broker_epoch != broker.epoch:
                 replies.append((request, "STALE_BROKER_EPOCH"))
@@ -168,21 +196,21 @@ class IsrEvents(_Controller):
                 }
                 replies.append((request, unknown))
         errors = self._alter_isr(rows) if rows else {}
-        if self._record is not None and len(batch) > 1:
-            self._record.counters["coalesced_events"] = len(batch) - 1
+        if len(batch) > 1:
+            self.committer.count("coalesced_events", len(batch) - 1)
         for request, reply in replies:
             callback = request.callback or (lambda *a: None)
             if isinstance(reply, str):
                 callback(reply)
             else:
                 callback(reply | {tp: errors[tp] for tp in request.isrs_to_alter if tp in errors})
-        if self.is_active and self.reassigning_partitions():
-            self.maybe_complete_reassignments()
+        if self.is_active() and self.committer.reassigning_partitions():
+            self.reassignments.maybe_complete_reassignments()
 
     def _alter_isr(self, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
         requests = local_frame(self.spark, rows, ALTER_ISR_SCHEMA).withColumn("_req", F.lit(True))
-        table = self._table(named=requests)
+        table = self.committer.table(named=requests)
         w = s.width(table)
         joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
         req = F.coalesce(F.col("_req"), F.lit(False))
@@ -222,7 +250,7 @@ class IsrEvents(_Controller):
             ALTER_ISR_ERROR,
         )
         # The replies are read off the committed generation: one evaluation makes both.
-        self._commit(
+        self.committer.commit(
             out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,), partial=True
         )
         committed = self.ctx.committed
@@ -237,10 +265,10 @@ class IsrEvents(_Controller):
 
     # -- §8.6 ----------------------------------------------------------------------------------
     def process_log_dir_event_notification(self, _: ev.LogDirEventNotification) -> None:
-        if not self.is_active:
+        if not self.is_active():
             return
         children = sorted(
-            self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self._log_dir_watch)
+            self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self.log_dir_watch)
         )
         if not children:
             return
@@ -258,8 +286,8 @@ class IsrEvents(_Controller):
         log.info(
             "[Controller id=%d] Mark replicas on brokers %s as offline", self.broker_id, failed
         )
-        self.ctx.offline_dir_brokers.update(failed)
+        self.ctx.mark_log_dirs_offline(failed)
         # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
-        table = self.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
-        self._commit(table, "LogDirEventNotification", partial=True)
+        table = self.brokers.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
+        self.committer.commit(table, "LogDirEventNotification", partial=True)

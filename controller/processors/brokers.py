@@ -1,0 +1,125 @@
+"""Broker events (spec §8): broker changes and controlled shutdown.
+
+A ``BrokerChange`` sorts registered brokers into new, bounced (a newer broker epoch) and dead ones
+and runs Kafka's startup / failure sequences as bulk phases over one table; topic deletion then
+hears about the dead (failReplicaDeletion) and returning (resumeDeletionForTopics) replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext, LiveBroker
+from controller.handlers import brokers as hb
+from controller.processors.deletion import DeletionEvents
+from controller.zk.kafka_zk_client import get_all_brokers
+from controller.zk.protocol import ZkClient
+from statemachines.brokers import BrokerSet
+
+
+class BrokerEvents:
+    """``process_*`` for BrokerChange and ControlledShutdown, and the failure and startup
+    sequences other events reuse (a failed log directory fails its broker's replicas)."""
+
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        committer: Committer,
+        deletion: DeletionEvents,
+        put: Callable[[ev.ControllerEvent], None],
+        is_active: Callable[[], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.committer = committer
+        self.deletion = deletion
+        self.put = put
+        self.is_active = is_active
+
+    def broker_watch(self, _: Any) -> None:
+        self.put(ev.BrokerChange())
+
+    def process_broker_change(self, _: ev.BrokerChange) -> None:
+        if not self.is_active():
+            return
+        ctx, commit = self.ctx, self.committer.commit
+        registered = get_all_brokers(self.zk, watch=self.broker_watch)
+        known = ctx.live_brokers
+        new = sorted(set(registered) - set(known))
+        dead = sorted(set(known) - set(registered))
+        bounced = sorted(
+            b for b in set(registered) & set(known) if registered[b].epoch > known[b].epoch
+        )
+        deleting = ctx.deleting
+        # A broker that registers again has its log directories back (§8.6).
+        ctx.restore_log_dirs(set(new) | set(bounced))
+
+        def register(brokers: list[int]) -> None:
+            for b in brokers:
+                ctx.add_live_broker(LiveBroker(b, registered[b].rack, registered[b].epoch))
+
+        # Each phase is committed on its own: a phase's counters and state-change errors are
+        # columns of its output, which the next phase's transforms would not carry.
+        register(new)
+        if new:
+            commit(
+                self.on_broker_startup(BrokerSet.of(new), deleting), "BrokerChange", partial=True
+            )
+        if bounced:
+            ctx.remove_live_brokers(bounced, still_shutting_down=True)
+            failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
+            commit(failed, "BrokerChange", partial=True)
+            register(bounced)
+            started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
+            commit(started, "BrokerChange", partial=True)
+        if dead:
+            ctx.remove_live_brokers(dead)
+            failed = self.on_broker_failure(BrokerSet.of(dead), deleting)
+            commit(failed, "BrokerChange", partial=True)
+        if dead:
+            self.deletion.on_replicas_offline(BrokerSet.of(dead), "BrokerChange")
+        if new or bounced:
+            self.deletion.on_brokers_started(BrokerSet.of([*new, *bounced]), "BrokerChange")
+
+    def process_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active():
+            reply("NOT_CONTROLLER")
+            return
+        broker = self.ctx.live_brokers.get(event.broker_id)
+        if broker is None:
+            reply("BROKER_NOT_AVAILABLE")
+            return
+        if event.broker_epoch != -1 and event.broker_epoch < broker.epoch:
+            reply("STALE_BROKER_EPOCH")
+            return
+        self.ctx.mark_shutting_down(event.broker_id)
+        deleting = self.ctx.deleting
+        scope = hb.controlled_shutdown_scope(event.broker_id, self.committer.width())
+        table = hb.on_controlled_shutdown(
+            self.committer.table(scope), event.broker_id, self.ctx.view(), deleting
+        )
+        gauges = self.committer.commit(
+            table, "ControlledShutdown", extra=("remaining",), partial=True
+        )
+        reply("NONE", gauges.counters.get("remaining", 0))
+
+    def on_broker_failure(self, dead: BrokerSet, deleting: list[int]) -> DataFrame:
+        """``handlers.brokers.on_broker_failure`` over the rows it may touch (commit it with
+        ``partial``)."""
+        view, c = self.ctx.view(), self.committer
+        scope = hb.broker_failure_scope(dead, view, c.width())
+        return hb.on_broker_failure(c.table(scope), dead, view, c.unclean_column(), deleting)
+
+    def on_broker_startup(self, new: BrokerSet, deleting: list[int]) -> DataFrame:
+        """``handlers.brokers.on_broker_startup`` over the rows it may touch (commit it with
+        ``partial``)."""
+        view, c = self.ctx.view(), self.committer
+        scope = hb.broker_startup_scope(new, c.width())
+        return hb.on_broker_startup(c.table(scope), new, view, c.unclean_column(), deleting)

@@ -1,0 +1,170 @@
+"""Topic deletion events (spec §9.5): the deletion requests and the brokers' StopReplica replies.
+
+Deletion keeps Kafka's conversation with the brokers: every StopReplica(delete=true) batch is
+answered by the emulated broker with a ``TopicDeletionStopReplicaResponseReceived`` event on the
+controller's queue. Broker changes and failover resume or fail deletions through this family.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext
+from controller.handlers import deletion as hd
+from controller.zk.kafka_zk_client import fenced_delete, topic_znode_paths
+from controller.zk.paths import DELETE_TOPICS, DeleteTopicZNode
+from controller.zk.protocol import ZkClient
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+from statemachines.columns import in_partitions
+
+log = logging.getLogger(__name__)
+
+
+class DeletionEvents:
+    """``process_*`` for TopicDeletion and TopicDeletionStopReplicaResponseReceived, and the
+    deletion steps other events take (failover, broker changes)."""
+
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        committer: Committer,
+        put: Callable[[ev.ControllerEvent], None],
+        is_active: Callable[[], bool],
+        broker_id: int,
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.committer = committer
+        self.put = put
+        self.is_active = is_active
+        self.broker_id = broker_id
+
+    def delete_topics_watch(self, _: Any) -> None:
+        self.put(ev.TopicDeletion())
+
+    def register_watch(self) -> None:
+        self.zk.get_children(DELETE_TOPICS, watch=self.delete_topics_watch)
+
+    # -- events ----------------------------------------------------------------------------------
+    def process_topic_deletion(self, _: ev.TopicDeletion) -> None:
+        if not self.is_active():
+            return
+        ctx = self.ctx
+        requested = set(self.zk.get_children(DELETE_TOPICS, watch=self.delete_topics_watch))
+        unknown = requested - set(ctx.topics)
+        if not ctx.deletion.enabled:
+            unknown = requested  # delete.topic.enable=false: requests are dropped
+        if unknown:
+            log.info("Removing deletion requests for topics %s", sorted(unknown))
+            fenced_delete(
+                self.zk, [DeleteTopicZNode.path(t) for t in sorted(unknown)], ctx.epoch_zk_version
+            )
+        queued = ctx.topic_indices(requested - unknown)
+        if not queued:
+            return
+        log.info(
+            "[Controller id=%d] Starting topic deletion for topics %s",
+            self.broker_id,
+            sorted(requested - unknown),
+        )
+        step = ctx.deletion.enqueue_topics_for_deletion(self.committer.table(), queued, ctx.view())
+        self.apply(step, "TopicDeletion")
+
+    def process_topic_deletion_stop_replica_response_received(
+        self, event: ev.TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self.is_active():
+            return
+        ctx = self.ctx
+        failed: hd.ReplicaPredicate | None
+        if event.error != "NONE":
+            failed = None  # a top-level error fails every replica of the request
+        else:
+            bad = {
+                (ctx.topics[tp.topic].index, tp.partition)
+                for tp, error in event.partition_errors.items()
+                if error != "NONE" and tp.topic in ctx.topics
+            }
+            keys = in_partitions(bad)
+            failed = lambda _b, _k: keys  # noqa: E731
+        step = ctx.deletion.on_stop_replica_response(
+            self.committer.table(), event.replica_id, failed, ctx.view()
+        )
+        self.apply(step, "TopicDeletionStopReplicaResponseReceived")
+
+    # -- steps other events take -------------------------------------------------------------------
+    def on_failover(self) -> None:
+        """Queue what ``/admin/delete_topics`` holds and try the deletions (tryTopicDeletion)."""
+        ctx = self.ctx
+        queued = set(self.zk.get_children(DELETE_TOPICS)) & set(ctx.topics)
+        if queued and ctx.deletion.enabled:
+            ctx.deletion.topics_to_be_deleted |= set(ctx.topic_indices(queued))
+
+    def resume(self, label: str) -> None:
+        if self.ctx.deletion.topics_to_be_deleted:
+            self.apply(
+                self.ctx.deletion.resume_deletions(self.committer.table(), self.ctx.view()), label
+            )
+
+    def on_replicas_offline(self, dead: BrokerSet, label: str) -> None:
+        """onReplicasBecomeOffline: failReplicaDeletion for the replicas of ``dead``."""
+        deletion = self.ctx.deletion
+        if deletion.topics_to_be_deleted:
+            step = deletion.fail_replica_deletion(
+                self.committer.table(), lambda b, _k: dead.contains(b), self.ctx.view()
+            )
+            self.apply(step, label)
+
+    def on_brokers_started(self, started: BrokerSet, label: str) -> None:
+        """resumeDeletionForTopics for the topics with replicas on ``started``."""
+        deletion = self.ctx.deletion
+        if deletion.topics_to_be_deleted:
+            step = deletion.on_brokers_started(self.committer.table(), started, self.ctx.view())
+            self.apply(step, label)
+
+    def apply(self, step: hd.DeletionStep | None, label: str) -> None:
+        """Commit a deletion step, update the manager's sets, finish completed topics, and hand
+        each StopReplica(delete=true) batch to its broker (who answers on the queue)."""
+        if step is None:
+            return
+        ctx = self.ctx
+        self.committer.commit(step.partitions, label, extra=(hd.STOP_REPLICA_DELETES,))
+        facts = [r.asDict() for r in step.topics.collect()]
+        stops = {
+            int(r[s.BROKER]): int(r[hd.STOP_REPLICA_DELETES]) for r in step.stop_replica.collect()
+        }
+        done = ctx.deletion.commit_facts(facts)
+        if done:
+            names = set(ctx.topic_names(done))
+            log.info(
+                "[Controller id=%d] Deletion of topics %s successfully completed",
+                self.broker_id,
+                sorted(names),
+            )
+            paths = [p for t in sorted(names) for p in topic_znode_paths(self.zk, t)]
+            fenced_delete(self.zk, paths, ctx.epoch_zk_version)
+            ctx.remove_topics(names)
+        self._refresh_topic_gauges()
+        for broker, deletes in sorted(stops.items()):
+            if deletes and broker in ctx.live_brokers:
+                self.put(ev.TopicDeletionStopReplicaResponseReceived(broker))
+
+    def _refresh_topic_gauges(self) -> None:
+        """Driver-side gauges change after the commit job ran (the sets move on collected facts)."""
+        record = self.committer.record
+        if record is None or record.gauges is None:
+            return
+        gauges = self.ctx.deletion.topic_gauges()
+        record.gauges = dataclasses.replace(
+            record.gauges,
+            global_topic_count=len(self.ctx.topics),
+            topics_to_delete_count=gauges["TopicsToDeleteCount"],
+            topics_ineligible_to_delete_count=gauges["TopicsIneligibleToDeleteCount"],
+        )

@@ -1,0 +1,143 @@
+"""Leader-election events (spec §11, §7): manual and automatic preferred elections, and the
+unclean elections that follow turning ``unclean.leader.election.enable`` on.
+
+``ReplicaLeaderElection`` comes from the admin znode or the ElectLeaders API (preferred or
+unclean); the auto leader rebalance reschedules itself every
+``leader.imbalance.check.interval.seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext
+from controller.handlers import election as he
+from controller.records import ControllerSettings
+from controller.timer import Timer
+from controller.zk.admin_zk_client import read_topic_config
+from controller.zk.protocol import ZkClient
+from statemachines.local_rows import local_frame
+
+FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
+
+
+class ElectionEvents:
+    """``process_*`` for ReplicaLeaderElection, AutoPreferredReplicaLeaderElection and the two
+    unclean-enable events."""
+
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        spark: SparkSession,
+        committer: Committer,
+        settings: ControllerSettings,
+        timer: Timer,
+        put: Callable[[ev.ControllerEvent], None],
+        is_active: Callable[[], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.spark = spark
+        self.committer = committer
+        self.settings = settings
+        self.timer = timer
+        self.put = put
+        self.is_active = is_active
+        self._rebalance_task: Any = None
+
+    # -- manual elections (spec §11.1) -----------------------------------------------------------
+    def process_replica_leader_election(self, event: ev.ReplicaLeaderElection) -> None:
+        reply = event.callback or (lambda *a: None)
+        if not self.is_active():
+            reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
+            return
+        ctx, c = self.ctx, self.committer
+        # Only the listed partitions that need the election can change: a partial commit.
+        scope = he.replica_election_scope(event.election_type, ctx.view())
+        named = None
+        if event.partitions is not None:
+            keys = {
+                (ctx.topics[p.topic].index, p.partition)
+                for p in event.partitions
+                if p.topic in ctx.topics
+            }
+            named = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
+        table = he.on_replica_election(
+            c.table(scope, named=named),
+            F.lit(True),
+            event.election_type,
+            event.election_trigger,
+            ctx.view(),
+            ctx.deleting,
+            c.unclean_column(),
+            self.settings.kafka_version,
+        )
+        c.commit(table, "ReplicaLeaderElection", partial=True)
+        reply("NONE")
+
+    # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
+    def schedule_auto_rebalance(self, delay_ms: int = FIRST_AUTO_REBALANCE_DELAY_MS) -> None:
+        if self.settings.auto_leader_rebalance_enable:
+            self._rebalance_task = self.timer.schedule_once(
+                delay_ms, lambda: self.put(ev.AutoPreferredReplicaLeaderElection())
+            )
+
+    def cancel_auto_rebalance(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+
+    def process_auto_preferred_replica_leader_election(
+        self, _: ev.AutoPreferredReplicaLeaderElection
+    ) -> None:
+        if not self.is_active():
+            return
+        c = self.committer
+        try:
+            # Only partitions off their preferred leader can move: a partial commit.
+            table = he.check_and_trigger_auto_leader_rebalance(
+                c.table(he.not_preferred()),
+                self.ctx.view(),
+                self.settings.leader_imbalance_per_broker_percentage,
+                self.ctx.deleting,
+                False,
+                self.settings.kafka_version,
+                whole=self.ctx.partitions,
+            )
+            c.commit(table, "AutoPreferredReplicaLeaderElection", partial=True)
+        finally:
+            self.schedule_auto_rebalance(
+                self.settings.leader_imbalance_check_interval_seconds * 1000
+            )
+
+    # -- unclean leader election enabled (spec §7) ------------------------------------------------
+    def process_topic_unclean_leader_election_enable(
+        self, event: ev.TopicUncleanLeaderElectionEnable
+    ) -> None:
+        if not self.is_active():
+            return
+        entry = self.ctx.topics.get(event.topic)
+        if entry is None:
+            return
+        self.ctx.set_topic_config(event.topic, read_topic_config(self.zk, event.topic))
+        c = self.committer
+        table = he.on_unclean_leader_election_enable(
+            c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting, entry.index
+        )
+        c.commit(table, "TopicUncleanLeaderElectionEnable")
+
+    def process_unclean_leader_election_enable(self, _: ev.UncleanLeaderElectionEnable) -> None:
+        if not self.is_active():
+            return
+        c = self.committer
+        table = he.on_unclean_leader_election_enable(
+            c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting
+        )
+        c.commit(table, "UncleanLeaderElectionEnable")

@@ -1,0 +1,139 @@
+"""Topic events (spec §9.1, §9.2): creation and partition addition.
+
+These read what admins wrote to ZooKeeper (``controller.zk.admin_zk_client``), run the bulk
+handlers of ``controller.handlers.topics`` and commit one generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from controller import events as ev
+from controller.committer import Committer
+from controller.context import ControllerContext
+from controller.handlers.topics import (
+    INIT_FAILED,
+    INITIALIZED,
+    add_partition_rows,
+    assigned_partition_rows,
+    on_new_partition_creation,
+)
+from controller.zk.admin_zk_client import read_topic_assignment, read_topic_config
+from controller.zk.paths import BROKER_TOPICS, TopicZNode
+from controller.zk.protocol import ZkClient
+from statemachines import schemas as s
+from statemachines.columns import in_topics
+
+log = logging.getLogger(__name__)
+
+
+class TopicEvents:
+    """``process_*`` for TopicChange and PartitionModifications, and the topic watches."""
+
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        zk: ZkClient,
+        spark: SparkSession,
+        committer: Committer,
+        put: Callable[[ev.ControllerEvent], None],
+        is_active: Callable[[], bool],
+        broker_id: int,
+    ) -> None:
+        self.ctx = ctx
+        self.zk = zk
+        self.spark = spark
+        self.committer = committer
+        self.put = put
+        self.is_active = is_active
+        self.broker_id = broker_id
+
+    # -- watches -------------------------------------------------------------------------------
+    def topics_watch(self, _: Any) -> None:
+        self.put(ev.TopicChange())
+
+    def partitions_watch(self, topic: str) -> Callable[[Any], None]:
+        def fire(watched: Any) -> None:
+            if getattr(watched, "type", None) != "DELETED":
+                self.put(ev.PartitionModifications(topic))
+
+        return fire
+
+    def register_watches(self) -> None:
+        """Failover: a child watch on the topics, a data watch per topic."""
+        for topic in self.zk.get_children(BROKER_TOPICS, watch=self.topics_watch):
+            self.zk.exists(TopicZNode.path(topic), watch=self.partitions_watch(topic))
+
+    def load_topic_configs(self) -> None:
+        for name in self.ctx.topics:
+            self.ctx.update_topic_config(name, read_topic_config(self.zk, name))
+
+    # -- creation and partition addition (§9.1, §9.2) ------------------------------------------
+    def process_topic_change(self, _: ev.TopicChange) -> None:
+        if not self.is_active():
+            return
+        ctx = self.ctx
+        children = set(self.zk.get_children(BROKER_TOPICS, watch=self.topics_watch))
+        gone = set(ctx.topics) - children
+        table = self.committer.table()
+        if gone:  # removed behind the controller's back: forget them, as Kafka's context does
+            table = table.where(~in_topics(ctx.topic_indices(gone)))
+            ctx.remove_topics(gone)
+        assignments: dict[int, dict[int, list[int]]] = {}
+        for name in sorted(children - set(ctx.topics)):
+            try:
+                znode = read_topic_assignment(self.zk, name, watch=self.partitions_watch(name))
+            except NoNodeError:
+                continue
+            entry = ctx.add_topic(name, len(znode.partitions), read_topic_config(self.zk, name))
+            assignments[entry.index] = {int(p): r for p, r in znode.partitions.items()}
+        if not assignments:
+            if gone:
+                self.committer.commit(table, "TopicChange")
+            return
+        log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
+        rows = assigned_partition_rows(self.spark, assignments, s.width(table))
+        table = on_new_partition_creation(
+            add_partition_rows(table, rows), in_topics(sorted(assignments)), ctx.view()
+        )
+        self.committer.commit(table, "TopicChange", extra=(INITIALIZED, INIT_FAILED))
+
+    def process_partition_modifications(self, event: ev.PartitionModifications) -> None:
+        if not self.is_active():
+            return
+        ctx = self.ctx
+        entry = ctx.topics.get(event.topic)
+        try:
+            znode = read_topic_assignment(
+                self.zk, event.topic, watch=self.partitions_watch(event.topic)
+            )
+        except NoNodeError:
+            return
+        if entry is None:
+            return
+        added = {int(p): r for p, r in znode.partitions.items() if int(p) >= entry.partitions}
+        if not added:
+            return
+        if entry.index in ctx.deletion.topics_to_be_deleted:
+            # §4.3: additions to a topic queued for deletion are reverted in ZooKeeper.
+            log.info(
+                "Skipping adding partitions %s for topic %s being deleted",
+                sorted(added),
+                entry.name,
+            )
+            kept = {p: r for p, r in znode.partitions.items() if int(p) < entry.partitions}
+            restored = znode.model_copy(update={"partitions": kept})
+            self.zk.set(TopicZNode.path(entry.name), TopicZNode.encode(restored))
+            return
+        table = self.committer.table()
+        rows = assigned_partition_rows(self.spark, {entry.index: added}, s.width(table))
+        new = (F.col(s.TOPIC_INDEX) == entry.index) & (F.col(s.PARTITION) >= entry.partitions)
+        table = on_new_partition_creation(add_partition_rows(table, rows), new, ctx.view())
+        ctx.set_partition_count(entry.name, len(znode.partitions))
+        self.committer.commit(table, "PartitionModifications", extra=(INITIALIZED, INIT_FAILED))

@@ -107,7 +107,8 @@ class ElectionEvents:
                 self.ctx.view(),
                 self.settings.leader_imbalance_per_broker_percentage,
                 self.ctx.deleting,
-                False,
+                # 2.6-3.3: nothing is elected while any partition is being reassigned.
+                c.reassigning_partitions() > 0,
                 self.settings.kafka_version,
                 whole=self.ctx.partitions,
             )

@@ -1,0 +1,69 @@
+"""Kafka 2.8's own controller test cases (``ControllerIntegrationTest``, ``ReassignPartitions``
+and ``AdminZkClient`` tests), played as scenarios through ``kce run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_app.runner import run
+from spark_app.scenario import scenario_from_data
+
+
+def _final(spark: SparkSession, scenario: dict[str, Any], out: Path) -> dict[str, Any]:
+    summary = run(spark, scenario_from_data(scenario), out)
+    assert summary["errors"] == []
+    return json.loads((out / "final_state.json").read_text())
+
+
+def _partitions(final: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(p["topic"], p["partition"]): p for p in final["partitions"]}
+
+
+def _rebalance_scenario(reassign: bool) -> dict[str, Any]:
+    """Broker 1 bounces, so ``t-0`` is led by 2, off its preferred leader 1; the auto leader
+    rebalance checks every 10 s. With ``reassign``, ``u-0`` moves to broker 4, which is down (the
+    ZooKeeper path accepts an offline target):
+    the reassignment stays in flight for the whole run."""
+    events: list[dict[str, Any]] = [
+        {"at": "1s", "type": "broker_failure", "brokers": [1]},
+        {"at": "2s", "type": "broker_startup", "brokers": [1]},
+    ]
+    if reassign:
+        events.append(
+            {"at": "3s", "type": "reassign_partitions", "via": "zk",
+             "plan": {"version": 1, "partitions": [{"topic": "u", "partition": 0,
+                                                      "replicas": [4, 2]}]}}
+        )  # fmt: skip
+    return {
+        "name": "rebalance-during-reassignment",
+        "config": {"leader.imbalance.check.interval.seconds": 10},
+        "cluster": {
+            "brokers": [{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}],
+            "live_brokers": [1, 2, 3],
+            "topics": [
+                {"name": "t", "partitions": 1, "replication_factor": 2,
+                 "assignment": {"0": [1, 2]}},
+                {"name": "u", "partitions": 1, "replication_factor": 2,
+                 "assignment": {"0": [2, 3]}},
+            ],  # fmt: skip
+            "controller": 3,
+        },
+        "events": events,
+        "until": "60s",
+    }
+
+
+@pytest.mark.parametrize("reassign", [False, True])
+def test_auto_leader_rebalance_skipped_while_any_partition_is_reassigned(
+    spark: SparkSession, tmp_path: Path, reassign: bool
+) -> None:
+    """Kafka 2.6-3.3 (``checkAndTriggerAutoLeaderRebalance``): no preferred election while
+    ``partitionsBeingReassigned`` is non-empty, even for partitions not being reassigned."""
+    final = _partitions(_final(spark, _rebalance_scenario(reassign), tmp_path))
+    assert final[("u", 0)]["adding_replicas"] == ([4] if reassign else [])
+    assert final[("t", 0)]["leader"] == (2 if reassign else 1)

@@ -89,10 +89,10 @@ class KafkaController:
         put, active = self.events.put, lambda: self.is_active
         ctx, c = self.ctx, self.committer
         self.deletion = DeletionEvents(ctx, zk, c, put, active, broker_id)
-        self.brokers = BrokerEvents(ctx, zk, c, self.deletion, put, active)
+        self.reassignments = ReassignmentEvents(ctx, zk, spark, c, put, active, broker_id)
+        self.brokers = BrokerEvents(ctx, zk, c, self.deletion, self.reassignments, put, active)
         self.topics = TopicEvents(ctx, zk, spark, c, put, active, broker_id)
         self.elections = ElectionEvents(ctx, zk, spark, c, self.settings, timer, put, active)
-        self.reassignments = ReassignmentEvents(ctx, zk, spark, c, put, active, broker_id)
         self.isr = IsrEvents(
             ctx, zk, spark, self.store, c, self.events, self.brokers, self.reassignments,
             active, broker_id,

@@ -67,3 +67,33 @@ def test_auto_leader_rebalance_skipped_while_any_partition_is_reassigned(
     final = _partitions(_final(spark, _rebalance_scenario(reassign), tmp_path))
     assert final[("u", 0)]["adding_replicas"] == ([4] if reassign else [])
     assert final[("t", 0)]["leader"] == (2 if reassign else 1)
+
+
+def test_partition_reassignment_resumes_after_replica_comes_online(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``ControllerIntegrationTest.testPartitionReassignmentResumesAfterReplicaComesOnline``:
+    the target broker is down when the reassignment arrives (phase A only, leader epoch 1);
+    when it starts, ``onPartitionReassignment`` runs again (epoch 2), and completion elects it
+    (epoch 3) and drops the old replica from the ISR (epoch 4)."""
+    scenario = {
+        "name": "resumes-after-replica-comes-online",
+        "config": {"auto.leader.rebalance.enable": False},
+        "cluster": {
+            "brokers": [{"id": 1}, {"id": 2}],
+            "live_brokers": [1],
+            "topics": [{"name": "t", "partitions": 1, "replication_factor": 1,
+                        "assignment": {"0": [1]}}],  # fmt: skip
+            "controller": 1,
+        },
+        "events": [
+            {"at": "1s", "type": "reassign_partitions", "via": "zk",
+             "plan": {"version": 1, "partitions": [{"topic": "t", "partition": 0,
+                                                      "replicas": [2]}]}},
+            {"at": "5s", "type": "broker_startup", "brokers": [2]},
+        ],  # fmt: skip
+        "until": "20s",
+    }
+    p = _partitions(_final(spark, scenario, tmp_path))[("t", 0)]
+    got = (p["replicas"], p["adding_replicas"], p["leader"], p["isr"], p["leader_epoch"])
+    assert got == ([2], [], 2, [2], 4)

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import bit, in_topics, present
+from statemachines.columns import any_of, bit, in_topics, present
 
 TARGET = "target"
 ERROR = "error"
@@ -55,6 +55,14 @@ def listed(w: int, keep: Callable[[int], Column]) -> Column:
 def being_reassigned() -> Column:
     """The partition has adding or removing replicas (a reassignment is in flight)."""
     return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)
+
+
+def targets_any(brokers: BrokerSet, w: int) -> Column:
+    """The partition is being reassigned and its target replicas (those not being removed)
+    include one of ``brokers``: what a broker startup resumes (§8.1 step 6)."""
+    removing = F.col(s.REMOVING_MASK)
+    targets = [brokers.contains(F.col(s.replica_col(k))) & ~bit(removing, k) for k in range(w)]
+    return being_reassigned() & any_of(targets)
 
 
 def list_reassignments(partitions: DataFrame) -> DataFrame:

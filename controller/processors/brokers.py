@@ -17,6 +17,7 @@ from controller.committer import Committer
 from controller.context import ControllerContext, LiveBroker
 from controller.handlers import brokers as hb
 from controller.processors.deletion import DeletionEvents
+from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import get_all_brokers
 from controller.zk.protocol import ZkClient
 from statemachines.brokers import BrokerSet
@@ -32,6 +33,7 @@ class BrokerEvents:
         zk: ZkClient,
         committer: Committer,
         deletion: DeletionEvents,
+        reassignments: ReassignmentEvents,
         put: Callable[[ev.ControllerEvent], None],
         is_active: Callable[[], bool],
     ) -> None:
@@ -39,6 +41,7 @@ class BrokerEvents:
         self.zk = zk
         self.committer = committer
         self.deletion = deletion
+        self.reassignments = reassignments
         self.put = put
         self.is_active = is_active
 
@@ -68,9 +71,9 @@ class BrokerEvents:
         # columns of its output, which the next phase's transforms would not carry.
         register(new)
         if new:
-            commit(
-                self.on_broker_startup(BrokerSet.of(new), deleting), "BrokerChange", partial=True
-            )
+            started = self.on_broker_startup(BrokerSet.of(new), deleting)
+            commit(started, "BrokerChange", partial=True)
+            self.reassignments.on_brokers_started(BrokerSet.of(new), "BrokerChange")
         if bounced:
             ctx.remove_live_brokers(bounced, still_shutting_down=True)
             failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
@@ -78,6 +81,7 @@ class BrokerEvents:
             register(bounced)
             started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
             commit(started, "BrokerChange", partial=True)
+            self.reassignments.on_brokers_started(BrokerSet.of(bounced), "BrokerChange")
         if dead:
             ctx.remove_live_brokers(dead)
             failed = self.on_broker_failure(BrokerSet.of(dead), deleting)

@@ -27,6 +27,7 @@ from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
 from statemachines.layout import to_public_partitions
 from statemachines.local_rows import local_frame
 
@@ -183,6 +184,19 @@ class ReassignmentEvents:
             )
         if self.register_reassignment_watch():
             self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
+
+    def on_brokers_started(self, started: BrokerSet, label: str) -> None:
+        """§8.1 step 6: every reassignment whose target replicas include a started broker runs
+        ``onPartitionReassignment`` again (its epoch moves on, the adding replicas hear of it)."""
+        if not self.committer.reassigning_partitions():
+            return
+        # Only those partitions can change: a partial commit.
+        table = self.committer.table(rp.targets_any(started, self.committer.width()))
+        plan = rp.ongoing_plan(table)
+        if plan.limit(1).count():
+            # The targets are the reassignments' own: none is replaced.
+            out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
+            self.committer.commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=True)
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""

@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.committer import event_totals
 from controller.context import ControllerContext, LiveBroker
-from controller.controller_state import ElectionTrigger, ElectionType
 from controller.diff import with_previous
 from controller.handlers import election as he
 from controller.requests import RequestCount
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.generator import generate_cluster
 from statemachines.layout import to_compact
 

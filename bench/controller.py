@@ -67,7 +67,6 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 
 from controller import events as ev
-from controller.controller_state import ElectionTrigger, ElectionType
 from controller.emulation import EmulatedCluster
 from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
@@ -78,6 +77,7 @@ from controller.zk.paths import CONTROLLER_EPOCH
 from controller.zk.protocol import ZkClient
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.generator import SyntheticCluster, generate_cluster
 
 BROKERS = 100

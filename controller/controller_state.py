@@ -1,4 +1,4 @@
-"""Kafka's ``ControllerState`` values (spec §4.2) and the election enums the events carry."""
+"""Kafka's ``ControllerState`` values (spec §4.2)."""
 
 from __future__ import annotations
 
@@ -41,18 +41,3 @@ class ControllerState(Enum):
     @property
     def has_rate_and_time_metric(self) -> bool:
         return self.rate_and_time_metric_name is not None
-
-
-class ElectionType(Enum):
-    """Kafka's ``ElectionType`` (KIP-460), with its wire values."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
-class ElectionTrigger(Enum):
-    """Who asked for a ``ReplicaLeaderElection``."""
-
-    ZkTriggered = "ZkTriggered"
-    AdminClientTriggered = "AdminClientTriggered"
-    AutoTriggered = "AutoTriggered"

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
-from controller.controller_state import ControllerState, ElectionTrigger, ElectionType
+from controller.controller_state import ControllerState
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 
 Callback = Callable[..., object]
 """A reply callback. Kafka's callbacks take either the result or the error(s) of the request."""

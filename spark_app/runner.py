@@ -37,6 +37,7 @@ from spark_app.scenario import Scenario
 from spark_app.scenario import events as se
 from statemachines import schemas as s
 from statemachines.assignment import BrokerMetadata, assign_replicas_to_brokers
+from statemachines.election_kinds import ElectionTrigger
 from statemachines.layout import to_public_partitions, to_public_replicas
 from statemachines.state_change_errors import ERRORS
 
@@ -185,9 +186,9 @@ class Admin:
                 None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
             )
             trigger = (
-                ev.ElectionTrigger.ZkTriggered
+                ElectionTrigger.ZkTriggered
                 if event.via == "zk"
-                else ev.ElectionTrigger.AdminClientTriggered
+                else ElectionTrigger.AdminClientTriggered
             )
             active.events.put(
                 ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)

@@ -30,12 +30,17 @@ class BrokerEventOutcome:
 
 
 def _trigger_online(
-    out: BrokerEventOutcome, view: View, unclean_by_topic: Mapping[str, bool]
+    out: BrokerEventOutcome,
+    view: View,
+    unclean_by_topic: Mapping[str, bool],
+    deleting_topics: Collection[str],
 ) -> None:
+    """§5.4 ``triggerOnlinePartitionStateChange()``: New/Offline partitions not being deleted."""
     keys = [
         k
         for k, p in out.partitions.items()
         if p.state in (PartitionState.OfflinePartition, PartitionState.NewPartition)
+        and k[0] not in deleting_topics
     ]
     step = handle_partition_state_changes(
         out.partitions,
@@ -56,19 +61,26 @@ def on_broker_failure(
     dead: Collection[int],
     view: View,
     unclean_by_topic: Mapping[str, bool],
+    deleting_topics: Collection[str] = frozenset(),
 ) -> BrokerEventOutcome:
-    """§8.2 (b–e): leaderless → Offline, elect New/Offline, dead replicas → OfflineReplica."""
+    """§8.2 (b–e): leaderless → Offline, elect New/Offline, dead replicas → OfflineReplica.
+
+    Topics queued for deletion are left alone (``onReplicasBecomeOffline`` hands their replicas
+    to the deletion manager instead).
+    """
     out = BrokerEventOutcome(dict(partitions), dict(states))
     offline = [
         k
         for k, p in out.partitions.items()
-        if p.has_leadership and not (p.leader in p.replicas and view.online(p, p.leader))
+        if p.has_leadership
+        and not (p.leader in p.replicas and view.online(p, p.leader))
+        and k[0] not in deleting_topics
     ]
     out.partitions = handle_partition_state_changes(
         out.partitions, offline, PartitionState.OfflinePartition
     ).partitions
-    _trigger_online(out, view, unclean_by_topic)
-    replicas = [k for k in out.states if k[2] in dead]
+    _trigger_online(out, view, unclean_by_topic, deleting_topics)
+    replicas = [k for k in out.states if k[2] in dead and k[0] not in deleting_topics]
     step = handle_replica_state_changes(
         out.partitions, out.states, replicas, ReplicaState.OfflineReplica, view.controller_epoch
     )
@@ -82,15 +94,17 @@ def on_broker_startup(
     new: Collection[int],
     view: View,
     unclean_by_topic: Mapping[str, bool],
+    deleting_topics: Collection[str] = frozenset(),
 ) -> BrokerEventOutcome:
-    """§8.1 (4–5): the new brokers' replicas → OnlineReplica, then elect New/Offline partitions."""
+    """§8.1 (4–5): the new brokers' replicas → OnlineReplica, then elect New/Offline partitions
+    of topics not queued for deletion."""
     out = BrokerEventOutcome(dict(partitions), dict(states))
     replicas = [k for k in out.states if k[2] in new]
     step = handle_replica_state_changes(
         out.partitions, out.states, replicas, ReplicaState.OnlineReplica
     )
     out.partitions, out.states = step.partitions, step.states
-    _trigger_online(out, view, unclean_by_topic)
+    _trigger_online(out, view, unclean_by_topic, deleting_topics)
     return out
 
 
@@ -99,13 +113,18 @@ def on_controlled_shutdown(
     states: Mapping[tuple[str, int, int], ReplicaState],
     broker: int,
     view: View,
+    deleting_topics: Collection[str] = frozenset(),
 ) -> BrokerEventOutcome:
-    """§8.4 (5–8) for ``broker`` already in ``view.shutting_down``."""
+    """§8.4 (5–8) for ``broker`` already in ``view.shutting_down``: its partitions with RF > 1,
+    leadership and a topic not queued for deletion."""
     out = BrokerEventOutcome(dict(partitions), dict(states))
     act_on = [
         k
         for k, p in out.partitions.items()
-        if broker in p.replicas and len(p.replicas) > 1 and p.has_leadership
+        if broker in p.replicas
+        and len(p.replicas) > 1
+        and p.has_leadership
+        and k[0] not in deleting_topics
     ]
     led = [k for k in act_on if out.partitions[k].leader == broker]
     step = handle_partition_state_changes(

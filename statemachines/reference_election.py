@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.events import ElectionTrigger, ElectionType
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.partition_states import PartitionState
 from statemachines.reference import (
     Partition,

@@ -4,8 +4,8 @@
 starts first and wins ``/controller``), applies resolved ``Event``s the way brokers and admins
 cause them, and takes a ``Snapshot`` of the active controller and ZooKeeper (both tables in one collect).
 ``violations`` lists every broken invariant of a snapshot (against the one before it), and
-``Model`` predicts the partitions with the plain-Python handlers of ``statemachines.reference_*``
-for as long as the controller does not move.
+``predict`` drives ``statemachines.reference_controller.ReferenceController`` (Kafka's rules in
+plain Python) through the same events, for as long as the controller does not move.
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.kafka_zk_client import get_controller_id
 from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import ControllerEpochZNode
-from statemachines import reference_brokers as ref_brokers
-from statemachines import reference_election as ref_election
 from statemachines import schemas as s
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.layout import to_public_partitions
 from statemachines.partition_states import PartitionState
-from statemachines.reference import Partition, View
-from statemachines.replica_states import ReplicaState
+from statemachines.reference import Partition
+from statemachines.reference_controller import ReferenceController
 
 Key = tuple[str, int]
 
@@ -135,7 +134,7 @@ class Step:
     kind: str
     target: str = "follower"
     pick: int = 0
-    election: ev.ElectionType = ev.ElectionType.PREFERRED
+    election: ElectionType = ElectionType.PREFERRED
     subset: int = 0
 
     def __repr__(self) -> str:
@@ -163,7 +162,7 @@ def steps(failover: bool) -> st.SearchStrategy[Step]:
     elect = st.builds(
         Step,
         kind=st.just("elect"),
-        election=st.sampled_from(list(ev.ElectionType)),
+        election=st.sampled_from(list(ElectionType)),
         subset=st.one_of(st.just(0), st.integers(1, 511)),
     )
     other = st.builds(
@@ -179,7 +178,7 @@ class Event:
 
     kind: str
     broker: int = -1
-    election: ev.ElectionType = ev.ElectionType.PREFERRED
+    election: ElectionType = ElectionType.PREFERRED
     partitions: frozenset[Key] | None = None
     of_controller: bool = False
     topic: str = ""
@@ -314,9 +313,7 @@ class Harness:
             if event.partitions is not None:
                 tps = frozenset(ev.TopicPartition(t, p) for t, p in event.partitions)
             self.active().events.put(
-                ev.ReplicaLeaderElection(
-                    tps, event.election, ev.ElectionTrigger.AdminClientTriggered
-                )
+                ev.ReplicaLeaderElection(tps, event.election, ElectionTrigger.AdminClientTriggered)
             )
         elif event.kind == "rebalance":
             c.advance_to(c.clock.now_ms() + CHECK_INTERVAL_S * 1000)
@@ -495,103 +492,47 @@ def _monotonic(tp: str, old: Partition, new: Partition, writers: range) -> list[
     return out
 
 
-# ---- the model ------------------------------------------------------------------------------------
+# ---- the prediction -----------------------------------------------------------------------------
 
 
-@dataclass
-class Model:
-    """The partitions Kafka's rules predict, driven by ``statemachines.reference_*``.
+def predictor(spec: ClusterSpec, epoch: int) -> ReferenceController:
+    """Kafka's rules for the controller that won at boot (epoch ``epoch``), every broker up.
 
-    It follows one controller: its context (live brokers, replica states) is only the active
-    controller's while that controller stays in charge.
+    It follows that controller only: its context is the active one's while it stays in charge.
     """
+    unclean = {t: True for t in spec.unclean_topics}
+    return ReferenceController.after_failover(spec.partitions, spec.brokers, epoch, unclean)
 
-    partitions: dict[Key, Partition]
-    live: set[int]
-    unclean: dict[str, bool]
-    epoch: int
-    states: dict[tuple[str, int, int], ReplicaState] = field(default_factory=dict)
 
-    @classmethod
-    def after_boot(cls, spec: ClusterSpec, epoch: int) -> Model:
-        """Failover with every broker up changes no partition; every replica is online (§6.4)."""
-        partitions = {(p.topic, p.partition): p for p in spec.partitions}
-        states = {
-            (p.topic, p.partition, r): ReplicaState.OnlineReplica
-            for p in spec.partitions
-            for r in p.replicas
-        }
-        unclean = {p.topic: p.topic in spec.unclean_topics for p in spec.partitions}
-        return cls(partitions, set(spec.brokers), unclean, epoch, states)
-
-    def view(self, shutting_down: frozenset[int] = frozenset()) -> View:
-        return View(frozenset(self.live - shutting_down), shutting_down, self.epoch)
-
-    def _absorb(self, out: ref_brokers.BrokerEventOutcome) -> None:
-        self.partitions, self.states = out.partitions, out.states
-
-    def _fail(self, broker: int) -> None:
-        self.live.discard(broker)
-        self._absorb(
-            ref_brokers.on_broker_failure(
-                self.partitions, self.states, {broker}, self.view(), self.unclean
-            )
+def predict(rc: ReferenceController, event: Event, rebalance_checks: int) -> None:
+    """Apply ``event`` to the reference controller as the harness applied it to the cluster."""
+    if event.kind == "crash":
+        rc.on_broker_failure({event.broker})
+    elif event.kind == "start":
+        rc.on_broker_startup({event.broker})
+    elif event.kind == "expire":  # a bounce in one BrokerChange (§8.3)
+        rc.on_broker_bounce({event.broker})
+    elif event.kind == "controlled_shutdown":
+        # The broker retries while partitions remain (§8.4), as EmulatedCluster does.
+        rc.shut_down_broker(event.broker, CONTROLLED_SHUTDOWN_MAX_RETRIES)
+    elif event.kind == "elect":
+        rc.on_replica_election(
+            event.partitions, event.election, ElectionTrigger.AdminClientTriggered
         )
+    elif event.kind == "unclean_enable":
+        rc.on_topic_unclean_leader_election_enable(event.topic)
+    for _check in range(rebalance_checks):
+        rc.check_and_trigger_auto_leader_rebalance(IMBALANCE_PERCENTAGE)
 
-    def _start(self, broker: int) -> None:
-        self.live.add(broker)
-        self._absorb(
-            ref_brokers.on_broker_startup(
-                self.partitions, self.states, {broker}, self.view(), self.unclean
-            )
-        )
 
-    def apply(self, event: Event, rebalance_checks: int) -> None:
-        if event.kind == "crash":
-            self._fail(event.broker)
-        elif event.kind == "start":
-            self._start(event.broker)
-        elif event.kind == "expire":  # a bounce in one BrokerChange: failure, then startup (§8.3)
-            self._fail(event.broker)
-            self._start(event.broker)
-        elif event.kind == "controlled_shutdown":
-            sd = frozenset({event.broker})
-            # The broker retries while partitions remain (§8.4), as EmulatedCluster does.
-            for _attempt in range(CONTROLLED_SHUTDOWN_MAX_RETRIES):
-                out = ref_brokers.on_controlled_shutdown(
-                    self.partitions, self.states, event.broker, self.view(sd)
-                )
-                self._absorb(out)
-                if not out.remaining:
-                    break
-            self._fail(event.broker)
-        elif event.kind == "elect":
-            requested = self.partitions if event.partitions is None else event.partitions
-            self.partitions = ref_election.on_replica_election(
-                self.partitions,
-                requested,
-                event.election,
-                ev.ElectionTrigger.AdminClientTriggered,
-                self.view(),
-                unclean_by_topic=self.unclean,
-            ).partitions
-        elif event.kind == "unclean_enable":
-            self.unclean[event.topic] = True
-            self.partitions = ref_election.on_unclean_leader_election_enable(
-                self.partitions, self.view(), self.unclean, topic=event.topic
-            ).partitions
-        for _check in range(rebalance_checks):
-            self.partitions = ref_election.check_and_trigger_auto_leader_rebalance(
-                self.partitions, self.view(), IMBALANCE_PERCENTAGE
-            ).partitions
-
-    def differences(self, actual: Mapping[Key, Partition]) -> list[str]:
-        out = []
-        for key in sorted(set(self.partitions) | set(actual)):
-            want, got = self.partitions.get(key), actual.get(key)
-            if want != got:
-                out.append(f"{name(key)}: model {brief(want)}, controller {brief(got)}")
-        return out
+def differences(predicted: Mapping[Key, Partition], actual: Mapping[Key, Partition]) -> list[str]:
+    """One line per partition where the prediction and the controller disagree."""
+    out = []
+    for key in sorted(set(predicted) | set(actual)):
+        want, got = predicted.get(key), actual.get(key)
+        if want != got:
+            out.append(f"{name(key)}: model {brief(want)}, controller {brief(got)}")
+    return out
 
 
 def brief(p: Partition | None) -> str:

@@ -9,7 +9,7 @@ the active controller's committed table and ZooKeeper must keep Kafka's guarante
 replicas; Online partitions led by live brokers, Offline ones leaderless; leader epochs, znode
 versions and the controller epoch never going back; the OfflinePartitionsCount gauge; state
 znodes equal to the table. While the controller stays in place the partitions must also equal
-the plain-Python model's (``controller_oracle.Model``).
+the plain-Python reference controller's (``controller_oracle.predict``).
 
 Every example replays a whole cluster through Spark, so examples are few by default and
 shrinking is off: a failure reports the generated event list as it ran.
@@ -29,12 +29,14 @@ from tests.controller_oracle import (
     ClusterSpec,
     Event,
     Harness,
-    Model,
     Snapshot,
     Step,
     brief,
     cluster_specs,
+    differences,
     first_line,
+    predict,
+    predictor,
     steps,
     violations,
 )
@@ -63,9 +65,9 @@ def _play(spark: SparkSession, spec: ClusterSpec, plan: list[Step], with_model: 
         snap = h.snapshot()
         note(f"boot: controller {snap.controllers} epoch {snap.epoch[0]}")
         _check(snap, None, "boot")
-        model = Model.after_boot(spec, snap.epoch[0])
+        model = predictor(spec, snap.epoch[0])
         # Failover with every broker up must leave the bootstrapped partitions as they were.
-        diff = model.differences(snap.partitions)
+        diff = differences(model.partitions, snap.partitions)
         assert not diff, "after boot:\n  " + "\n  ".join(diff)
         for i, step in enumerate(plan, 1):
             event = h.resolve(step)
@@ -78,8 +80,8 @@ def _play(spark: SparkSession, spec: ClusterSpec, plan: list[Step], with_model: 
             note(f"{i}. {event}" + (f" (controller now {list(snap.controllers)})" if moved else ""))
             _check(snap, before, f"step {i}: {event}")
             if with_model:
-                model.apply(event, checks)
-                diff = model.differences(snap.partitions)
+                predict(model, event, checks)
+                diff = differences(model.partitions, snap.partitions)
                 assert not diff, f"after step {i}: {event}:\n  " + "\n  ".join(diff)
     finally:
         h.close()

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from controller.events import ElectionTrigger, ElectionType
 from controller.handlers import election as h
 from statemachines import reference_election as ref
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition, View
 from tests.frames import assert_untouched_outside, compact_frame, read_back

@@ -8,6 +8,7 @@ import pytest
 
 from controller import events as ev
 from controller.events import ControllerState, TopicPartition
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 
 # §4.2 verbatim: state -> (value, rate-and-time metric).
 SPEC_STATES = {
@@ -157,6 +158,6 @@ def test_events_compare_by_payload_and_ignore_callbacks() -> None:
 def test_replica_leader_election_defaults_to_zk_triggered_preferred() -> None:
     event = ev.ReplicaLeaderElection()
     assert event.partitions is None
-    assert event.election_type is ev.ElectionType.PREFERRED
-    assert event.election_trigger is ev.ElectionTrigger.ZkTriggered
-    assert ev.ElectionType.UNCLEAN.value == 1
+    assert event.election_type is ElectionType.PREFERRED
+    assert event.election_trigger is ElectionTrigger.ZkTriggered
+    assert ElectionType.UNCLEAN.value == 1

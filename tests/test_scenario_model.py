@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from controller.events import ElectionType, TopicPartition
+from controller.events import TopicPartition
 from spark_app.scenario import (
     EVENT_TYPES,
     KafkaConfig,
@@ -25,6 +25,7 @@ from spark_app.scenario import (
     scenario_from_data,
 )
 from spark_app.scenario import events as ev
+from statemachines.election_kinds import ElectionType
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 

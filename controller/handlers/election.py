@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.events import ElectionTrigger, ElectionType
 from controller.handlers.brokers import (
     ELECTED,
     FAILED_ELECTION,
@@ -34,6 +33,7 @@ from statemachines.election import (
     OfflinePartitionLeaderElectionStrategy,
     PreferredReplicaPartitionLeaderElectionStrategy,
 )
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.partition_states import OUTCOME, Outcome, PartitionState
 from statemachines.partition_states import handle_state_changes as partition_changes
 from statemachines.rebalance import NOT_PREFERRED, PREFERRED, TOTAL, imbalance_ratios

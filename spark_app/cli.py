@@ -82,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     from spark_app import runner
     from spark_app.scenario import ScenarioError, format_problems, load_scenario
     from spark_app.session import get_spark
+    from spark_app.validate import ClusterModelError
 
     try:
         scenario = load_scenario(args.scenario)
@@ -98,7 +99,13 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     out = Path(args.out) if args.out else Path("out") / scenario.name
-    summary = runner.run(spark, scenario, out, ensemble)
+    try:
+        summary = runner.run(spark, scenario, out, ensemble)
+    except ClusterModelError as err:
+        print(
+            f"kce: {args.scenario}: the starting cluster breaks the model: {err}", file=sys.stderr
+        )
+        return EXIT_INVALID
     print(json.dumps(summary, indent=2))
     return EXIT_OK
 

@@ -1,43 +1,42 @@
 """``kce run SCENARIO.yaml``: bootstrap a cluster into ZooKeeper, play the timeline, write outputs.
 
-The controller processes events one at a time in virtual time (``controller.emulation``); this
-module maps scenario events to what brokers and admins do, and writes ``--out``:
-``partitions.parquet`` and ``replicas.parquet`` (final tables), ``final_state.json`` (up to
-100K partitions), ``events.jsonl`` (one line per processed controller event), ``metrics.jsonl``
-(the gauge timeline) and ``summary.json``.
+The controller processes events one at a time in virtual time (``controller.emulation``);
+``actions`` maps scenario events to what brokers and admins do. An admin request Kafka rejects
+is reported as the admin tool sees it (Kafka's exception name and message: a warning line, an
+``events.jsonl`` line, an entry of ``summary.json``'s ``errors``) and the run goes on. Writes
+``--out``: ``partitions.parquet`` and ``replicas.parquet`` (final tables), ``final_state.json``
+(up to 100K partitions), ``events.jsonl`` (one line per processed controller event or rejected
+admin request, in the order they happened), ``metrics.jsonl`` (the gauge timeline) and
+``summary.json``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import random
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from controller import events as ev
 from controller.emulation import EmulatedCluster
-from controller.kafka_controller import KafkaController
 from controller.records import ControllerSettings, EventRecord
 from controller.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.zk import admin_zk_client as admin
 from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.ensemble import Ensemble, open_ensemble
-from controller.zk.kafka_zk_client import get_all_brokers
 from controller.zk.paths import BROKER_TOPICS
+from spark_app.actions import Actor
+from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
 from spark_app.progress import Progress
-from spark_app.scenario import Scenario
-from spark_app.scenario import events as se
+from spark_app.scenario import Scenario, ScenarioEvent, format_duration
+from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
-from statemachines.assignment import BrokerMetadata, assign_replicas_to_brokers
-from statemachines.election_kinds import ElectionTrigger
 from statemachines.layout import to_public_partitions, to_public_replicas
 from statemachines.state_change_errors import ERRORS
 
@@ -95,106 +94,6 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
     )
 
 
-class Admin:
-    """What operators and admin clients do: ZooKeeper writes (Kafka's ``AdminZkClient``) and API
-    requests to the active controller. Assignments use Kafka's algorithm over the registered
-    brokers with the scenario's seeded random draws."""
-
-    def __init__(self, cluster: EmulatedCluster, seed: int) -> None:
-        self.cluster = cluster
-        self.zk = cluster.admin
-        self.rng = random.Random(seed)
-
-    def registered_brokers(self) -> list[BrokerMetadata]:
-        brokers = get_all_brokers(self.zk)
-        return [BrokerMetadata(b, brokers[b].rack) for b in sorted(brokers)]
-
-    def create_topic(self, spec: se.TopicSpec) -> None:
-        listed = dict(spec.assignment or {})
-        placed: dict[int, list[int]] = {}
-        if len(listed) < spec.partitions:
-            placed = assign_replicas_to_brokers(
-                self.registered_brokers(), spec.partitions, spec.replication_factor, rng=self.rng
-            )
-        assignment = {p: list(listed.get(p, placed.get(p, []))) for p in range(spec.partitions)}
-        admin.create_topic(self.zk, spec.name, assignment, spec.config.overrides())
-
-    def add_partitions(self, event: se.AddPartitions) -> None:
-        current = admin.read_topic_assignment(self.zk, event.topic).partitions
-        first = current["0"]
-        brokers = self.registered_brokers()
-        ids = [b.id for b in brokers]
-        fixed = next((i for i, b in enumerate(ids) if b >= first[0]), 0)  # §9.2
-        n_new = event.total - len(current)
-        listed = dict(event.assignment or {})
-        placed = assign_replicas_to_brokers(
-            brokers, n_new, len(first), fixed_start_index=fixed, start_partition_id=len(current)
-        )
-        added = {p: list(listed.get(p, placed[p])) for p in range(len(current), event.total)}
-        admin.add_partitions(self.zk, event.topic, added)
-
-    def controller(self) -> KafkaController | None:
-        return self.cluster.active_controller()
-
-    def alter_reassignments(self, entries: dict[ev.TopicPartition, tuple[int, ...] | None]) -> None:
-        active = self.controller()
-        if active is not None:
-            active.events.put(ev.ApiPartitionReassignment(entries))
-
-    def apply(self, event: se.ScenarioEvent) -> None:
-        """What the brokers or an admin do for one scenario event."""
-        cluster = self.cluster
-        if isinstance(event, se.BrokerFailure):
-            for b in event.brokers:
-                cluster.crash(b)
-        elif isinstance(event, se.BrokerStartup):
-            for b in event.brokers:
-                cluster.start_broker(b)
-        elif isinstance(event, se.ControlledShutdown):
-            cluster.controlled_shutdown(event.broker)
-        elif isinstance(event, se.ZkSessionExpiry):
-            cluster.expire_session(event.broker)
-        elif isinstance(event, se.CreateTopic):
-            self.create_topic(event.topic)
-        elif isinstance(event, se.AddPartitions):
-            self.add_partitions(event)
-        elif isinstance(event, se.DeleteTopic):
-            admin.request_topic_deletion(self.zk, event.topic)
-        elif isinstance(event, se.SetTopicConfig):
-            merged = admin.set_topic_config(self.zk, event.topic, event.config.overrides())
-            active = self.controller()
-            # The controller broker's config handler raises the event when unclean turns on.
-            if active is not None and merged.get("unclean.leader.election.enable") == "true":
-                active.events.put(ev.TopicUncleanLeaderElectionEnable(event.topic))
-        elif isinstance(event, se.ReassignPartitions):
-            entries = [(e.topic, e.partition, e.replicas) for e in event.plan.partitions]
-            if event.via == "zk":
-                admin.request_reassignment(self.zk, entries)
-            else:
-                self.alter_reassignments({ev.TopicPartition(t, p): tuple(r) for t, p, r in entries})
-        elif isinstance(event, se.CancelReassignment):
-            self.alter_reassignments({p.tp(): None for p in event.partitions})
-        elif isinstance(event, se.IsrChange):
-            cluster.isr_change(event.topic, event.partition, list(event.isr))
-        elif isinstance(event, se.LogDirFailure):
-            cluster.log_dir_failure(event.broker)
-        elif isinstance(event, se.ElectLeaders):
-            active = self.controller()
-            if active is None:
-                return
-            partitions = (
-                None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
-            )
-            trigger = (
-                ElectionTrigger.ZkTriggered
-                if event.via == "zk"
-                else ElectionTrigger.AdminClientTriggered
-            )
-            active.events.put(
-                ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)
-            )
-
-
 def run(
     spark: SparkSession, scenario: Scenario, out: Path, zookeeper: Ensemble | None = None
 ) -> dict[str, Any]:
@@ -208,6 +107,10 @@ def run(
 
 def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble) -> dict[str, Any]:
     started = time.perf_counter()
+    # The scenario's state rows may break the model where Kafka's algorithm placed the replicas
+    # (the load-time checks cannot see those): refuse them before anything is written.
+    starting = initial_partitions(spark, scenario)
+    validate_partitions(starting, scenario.broker_ids())
     out.mkdir(parents=True, exist_ok=True)
     records: list[EventRecord] = []
     text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
@@ -230,7 +133,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
     )
-    bootstrap_cluster(cluster.admin, {}, initial_partitions(spark, scenario))
+    bootstrap_cluster(cluster.admin, {}, starting)
     for topic in scenario.cluster.topics:
         if topic.config.overrides():
             admin.set_topic_config(cluster.admin, topic.name, topic.config.overrides())
@@ -243,17 +146,50 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     for b in [first, *[x for x in live if x != first]]:
         cluster.brokers[b].controller.startup()
         cluster.drain()
-    actor = Admin(cluster, scenario.seed)
+    actor = Actor(cluster, scenario.seed)
+    rejected: list[AdminFailure] = []
+
+    def play(event: ScenarioEvent) -> None:
+        try:
+            actor.apply(event)
+        except AdminRequestError as err:  # the admin tool reports it; the cluster goes on
+            failure = AdminFailure(len(records), event.at, event.type, err)
+            rejected.append(failure)
+            log.warning("kce: %s", failure.line())
+
     # Events due at one virtual time are applied in file order, then the controllers drain once,
     # so a burst (e.g. many ISR changes) reaches the controller as one batch of queued events.
     for event in scenario.timeline():
-        cluster.timer.schedule_at(event.at, lambda e=event: actor.apply(e))
+        cluster.timer.schedule_at(event.at, lambda e=event: play(e))
     cluster.advance_to(scenario.until)
     progress.close(scenario.until, len(records))
-    summary = _write_outputs(cluster, scenario, records, out)
+    summary = _write_outputs(cluster, scenario, records, rejected, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+@dataclass(frozen=True)
+class AdminFailure:
+    """An admin request Kafka rejected, after ``position`` controller events had been processed."""
+
+    position: int
+    at_ms: int
+    scenario_event: str
+    error: AdminRequestError
+
+    def line(self) -> str:
+        return f"{self.scenario_event} at {format_duration(self.at_ms)} failed: {self.error}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "virtual_time_ms": self.at_ms,
+            "controller": None,
+            "type": self.scenario_event,
+            "exception": self.error.exception,
+            "message": self.error.message,
+            "error": str(self.error),
+        }
 
 
 def _record_json(r: EventRecord) -> dict[str, Any]:
@@ -276,6 +212,13 @@ def _record_json(r: EventRecord) -> dict[str, Any]:
         "counters": r.counters,
         "error": r.failed,
     }
+
+
+def _errors(records: list[EventRecord], rejected: list[AdminFailure]) -> list[str]:
+    """Failed controller events and rejected admin requests, in the order they happened."""
+    out: list[tuple[float, str]] = [(f.position - 0.5, f.line()) for f in rejected]
+    out += [(i, r.failed) for i, r in enumerate(records) if r.failed]
+    return [text for _, text in sorted(out, key=lambda x: x[0])]
 
 
 def _summed(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -301,11 +244,19 @@ def _rate_and_time(cluster: EmulatedCluster) -> dict[str, dict[str, float]]:
 
 
 def _write_outputs(
-    cluster: EmulatedCluster, scenario: Scenario, records: list[EventRecord], out: Path
+    cluster: EmulatedCluster,
+    scenario: Scenario,
+    records: list[EventRecord],
+    rejected: list[AdminFailure],
+    out: Path,
 ) -> dict[str, Any]:
     with (out / "events.jsonl").open("w") as f:
-        for r in records:
-            f.write(json.dumps(_record_json(r)) + "\n")
+        pending = list(rejected)
+        for i, r in enumerate([*records, None]):
+            while pending and pending[0].position <= i:  # a request sits where it happened
+                f.write(json.dumps(pending.pop(0).to_json()) + "\n")
+            if r is not None:
+                f.write(json.dumps(_record_json(r)) + "\n")
     unclean = 0
     with (out / "metrics.jsonl").open("w") as f:
         for r in records:
@@ -328,11 +279,12 @@ def _write_outputs(
         "events_processed": len(records),
         "elections": sum(r.counters.get("elected", 0) for r in records),
         "unclean_elections": sum(r.counters.get("unclean_elected", 0) for r in records),
-        "errors": [r.failed for r in records if r.failed],
+        "errors": _errors(records, rejected),
         "requests": _summed(r.requests for r in records),
         "zk_writes": sum(r.zk_writes for r in records),
         "rate_and_time": _rate_and_time(cluster),
         "controller": None,
+        "model_violations": None,  # checked on the final table when a controller holds one
     }
     if active is None or active.ctx.partitions is None:
         return summary
@@ -340,6 +292,7 @@ def _write_outputs(
     topics = ctx.topics_frame()
     partitions = to_public_partitions(ctx.partitions, topics)
     replicas = to_public_replicas(ctx.partitions, topics)
+    summary["model_violations"] = violations_json(partitions, scenario.broker_ids())
     partitions.write.mode("overwrite").parquet(str(out / "partitions.parquet"))
     replicas.write.mode("overwrite").parquet(str(out / "replicas.parquet"))
     last = next((r.gauges for r in reversed(records) if r.gauges is not None), None)

@@ -1,8 +1,15 @@
-"""Run the model validator once and turn its findings into one clear error."""
+"""Run the model validator once and turn its findings into one clear error.
+
+``kce run`` checks the starting partitions table before it is bootstrapped (a violation there
+comes from the scenario's ``state`` rows: exit 2 with ``ClusterModelError``'s message) and the
+final table after the run (a violation there is the emulation's: ``summary.json``'s
+``model_violations``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,12 +35,15 @@ class ClusterModelError(ValueError):
         super().__init__("\n".join(lines))
 
 
-def validate_partitions(
+Example = tuple[str, int, list[str]]
+
+
+def find_violations(
     partitions: DataFrame,
     known_brokers: Collection[int] | None = None,
     max_width: int | None = None,
-) -> None:
-    """Raise ``ClusterModelError`` with counts per kind and the first offending rows (one action)."""
+) -> tuple[dict[str, int], list[Example]]:
+    """Offending partitions per kind and the first ``SHOWN_ROWS`` of them (one action)."""
     bad = model_violations(partitions, known_brokers, max_width)
     counts = (
         bad.select(F.explode(KINDS).alias("kind"))
@@ -60,6 +70,25 @@ def validate_partitions(
     )
     rows = counts.unionByName(examples).collect()
     found = {r.kind: r.n for r in rows if r.kind is not None}
+    shown = [(r.topic, r.partition, list(r[KINDS])) for r in rows if r.kind is None]
+    return dict(sorted(found.items())), sorted(shown)
+
+
+def validate_partitions(
+    partitions: DataFrame,
+    known_brokers: Collection[int] | None = None,
+    max_width: int | None = None,
+) -> None:
+    """Raise ``ClusterModelError`` with counts per kind and the first offending rows (one action)."""
+    found, shown = find_violations(partitions, known_brokers, max_width)
     if found:
-        shown = [(r.topic, r.partition, list(r[KINDS])) for r in rows if r.kind is None]
-        raise ClusterModelError(found, sorted(shown))
+        raise ClusterModelError(found, shown)
+
+
+def violations_json(partitions: DataFrame, known_brokers: Collection[int]) -> dict[str, Any]:
+    """``find_violations`` as ``{"counts": {kind: n}, "examples": [{topic, partition, violations}]}``."""
+    found, shown = find_violations(partitions, known_brokers)
+    return {
+        "counts": found,
+        "examples": [{"topic": t, "partition": p, "violations": v} for t, p, v in shown],
+    }

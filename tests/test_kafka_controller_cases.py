@@ -46,11 +46,19 @@ def _rebalance_scenario(reassign: bool) -> dict[str, Any]:
             "brokers": [{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}],
             "live_brokers": [1, 2, 3],
             "topics": [
-                {"name": "t", "partitions": 1, "replication_factor": 2,
-                 "assignment": {"0": [1, 2]}},
-                {"name": "u", "partitions": 1, "replication_factor": 2,
-                 "assignment": {"0": [2, 3]}},
-            ],  # fmt: skip
+                {
+                    "name": "t",
+                    "partitions": 1,
+                    "replication_factor": 2,
+                    "assignment": {"0": [1, 2]},
+                },
+                {
+                    "name": "u",
+                    "partitions": 1,
+                    "replication_factor": 2,
+                    "assignment": {"0": [2, 3]},
+                },
+            ],
             "controller": 3,
         },
         "events": events,
@@ -82,16 +90,23 @@ def test_partition_reassignment_resumes_after_replica_comes_online(
         "cluster": {
             "brokers": [{"id": 1}, {"id": 2}],
             "live_brokers": [1],
-            "topics": [{"name": "t", "partitions": 1, "replication_factor": 1,
-                        "assignment": {"0": [1]}}],  # fmt: skip
+            "topics": [
+                {"name": "t", "partitions": 1, "replication_factor": 1, "assignment": {"0": [1]}}
+            ],
             "controller": 1,
         },
         "events": [
-            {"at": "1s", "type": "reassign_partitions", "via": "zk",
-             "plan": {"version": 1, "partitions": [{"topic": "t", "partition": 0,
-                                                      "replicas": [2]}]}},
+            {
+                "at": "1s",
+                "type": "reassign_partitions",
+                "via": "zk",
+                "plan": {
+                    "version": 1,
+                    "partitions": [{"topic": "t", "partition": 0, "replicas": [2]}],
+                },
+            },
             {"at": "5s", "type": "broker_startup", "brokers": [2]},
-        ],  # fmt: skip
+        ],
         "until": "20s",
     }
     p = _partitions(_final(spark, scenario, tmp_path))[("t", 0)]

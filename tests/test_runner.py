@@ -45,6 +45,7 @@ def test_scenario_runs_and_writes_outputs(spark: SparkSession, tmp_path: Path) -
     doc = {**SCENARIO, "emulation": {"catch_up_ms": "1h"}}
     summary = run(spark, scenario_from_data(doc), tmp_path)
     assert summary["errors"] == []
+    assert summary["model_violations"] == {"counts": {}, "examples": []}
     final = json.loads((tmp_path / "final_state.json").read_text())
     (t0,) = final["partitions"]
     # B.2 then B.3: 3 leads after 2 fails; 2 returns but is not in the ISR, so the preferred

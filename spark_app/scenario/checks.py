@@ -13,6 +13,9 @@ in a scenario file they are almost always typos:
   ``delete.topic.enable: false`` is dropped by the controller, so the topic stays);
 * APIs the chosen ``kafka_version`` lacks (KIP-455 reassignment API and cancellation 2.4+,
   ``ElectLeaders`` 2.2+ preferred / 2.4+ unclean) and unclean elections via the ZK znode.
+
+This module holds the ``Checker`` and the checks of the cluster and configuration;
+``timeline_checks`` replays the events with it and ``cross_checks.check_scenario`` runs both.
 """
 
 from __future__ import annotations
@@ -21,22 +24,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from spark_app.scenario import events as ev
-from spark_app.scenario.durations import format_duration
+from spark_app.scenario.cluster import Cluster
 from spark_app.scenario.errors import Problem, join_path
-from spark_app.scenario.kafka_config import ibp_key, kafka_version_tuple
-
-if TYPE_CHECKING:
-    from spark_app.scenario.model import Scenario
+from spark_app.scenario.kafka_config import KafkaConfig, ibp_key, kafka_version_tuple
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 
 
 @dataclass
-class _Topic:
+class TopicState:
     partitions: int
     replication_factor: int
     # partition -> every broker that may hold it (explicit assignment ∪ reassignment targets);
@@ -45,9 +44,17 @@ class _Topic:
 
 
 @dataclass
-class _Checker:
-    scenario: Scenario
+class Checker:
+    """Collects ``(path, message)`` problems of one scenario's parts; ``check_scenario`` runs it."""
+
+    cluster: Cluster
+    config: KafkaConfig
+    kafka_version: str
+    events: tuple[ev.ScenarioEvent, ...]
     problems: list[Problem] = field(default_factory=list)
+
+    def version(self) -> tuple[int, int]:
+        return kafka_version_tuple(self.kafka_version)
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         self.problems.append((join_path(*path), message))
@@ -55,8 +62,7 @@ class _Checker:
     # -- brokers -------------------------------------------------------------------------------
 
     def brokers(self) -> set[int]:
-        s = self.scenario
-        listed = s.cluster.brokers
+        listed = self.cluster.brokers
         if not isinstance(listed, tuple):
             gen = listed.generate
             if gen.racks > gen.count:
@@ -95,13 +101,13 @@ class _Checker:
                 self.add(
                     (*path, j),
                     f"broker {b} is not a broker of the cluster; use one of "
-                    f"{_ids(known)} or add it to cluster.brokers",
+                    f"{format_ids(known)} or add it to cluster.brokers",
                 )
             elif counts[b] == 2:
                 self.add((*path, j), f"broker {b} is listed twice; list each broker once")
 
     def live_and_controller(self, known: set[int]) -> set[int]:
-        c = self.scenario.cluster
+        c = self.cluster
         if c.live_brokers is not None:
             self.known(known, ("cluster", "live_brokers"), c.live_brokers)
         live = set(known if c.live_brokers is None else c.live_brokers) & known
@@ -109,7 +115,7 @@ class _Checker:
             self.add(
                 ("cluster", "controller"),
                 f"broker {c.controller} is not live at t=0, so it cannot win the first election; "
-                f"pick one of {_ids(live)}",
+                f"pick one of {format_ids(live)}",
             )
         return live
 
@@ -167,7 +173,7 @@ class _Checker:
         spec: ev.TopicSpec,
         known: set[int],
         existing: Mapping[str, object],
-    ) -> _Topic:
+    ) -> TopicState:
         self.topic_name((*path, "name"), spec.name, existing)
         if spec.replication_factor > len(known):
             self.add(
@@ -175,7 +181,7 @@ class _Checker:
                 f"replication factor {spec.replication_factor} is larger than the "
                 f"{len(known)} brokers; lower it or add brokers",
             )
-        topic = _Topic(spec.partitions, spec.replication_factor)
+        topic = TopicState(spec.partitions, spec.replication_factor)
         if spec.assignment is not None:
             topic.replicas = self.assignment(
                 (*path, "assignment"), spec.assignment, spec.replication_factor, 0,
@@ -183,9 +189,9 @@ class _Checker:
             )  # fmt: skip
         return topic
 
-    def topics(self, known: set[int]) -> dict[str, _Topic]:
-        c = self.scenario.cluster
-        topics: dict[str, _Topic] = {}
+    def topics(self, known: set[int]) -> dict[str, TopicState]:
+        c = self.cluster
+        topics: dict[str, TopicState] = {}
         for i, spec in enumerate(c.topics):
             topic = self.topic_spec(("cluster", "topics", i), spec, known, topics)
             topics.setdefault(spec.name, topic)
@@ -204,13 +210,13 @@ class _Checker:
                         f"generated topic {name!r} clashes with an explicit topic; "
                         "change topic_prefix or rename the topic",
                     )
-                topics[name] = _Topic(gen.partitions_per_topic, gen.replication_factor)
+                topics[name] = TopicState(gen.partitions_per_topic, gen.replication_factor)
         return topics
 
     def partition(
-        self, path: tuple[str | int, ...], topics: Mapping[str, _Topic], topic: str, pid: int,
+        self, path: tuple[str | int, ...], topics: Mapping[str, TopicState], topic: str, pid: int,
         when: str,
-    ) -> _Topic | None:  # fmt: skip
+    ) -> TopicState | None:  # fmt: skip
         """The topic if ``topic-pid`` exists ``when``; a problem otherwise."""
         found = topics.get(topic)
         if found is None:
@@ -229,8 +235,8 @@ class _Checker:
 
     # -- starting state ------------------------------------------------------------------------
 
-    def state(self, known: set[int], topics: Mapping[str, _Topic]) -> None:
-        st = self.scenario.cluster.state
+    def state(self, known: set[int], topics: Mapping[str, TopicState]) -> None:
+        st = self.cluster.state
         if st is None:
             return
         seen: set[tuple[str, int]] = set()
@@ -244,7 +250,7 @@ class _Checker:
             if row.leader != -1 and row.leader not in known:
                 self.add(
                     (*path, "leader"),
-                    f"leader {row.leader} is not a broker; use -1 or one of {_ids(known)}",
+                    f"leader {row.leader} is not a broker; use -1 or one of {format_ids(known)}",
                 )
             replicas = topic.replicas.get(row.partition) if topic else None
             if replicas is None:
@@ -274,7 +280,7 @@ class _Checker:
             if rrow.broker not in known:
                 self.add(
                     (*path, "broker"),
-                    f"broker {rrow.broker} is not a broker of the cluster; use one of {_ids(known)}",
+                    f"broker {rrow.broker} is not a broker of the cluster; use one of {format_ids(known)}",
                 )
             replicas = topic.replicas.get(rrow.partition) if topic else None
             if replicas is not None and rrow.broker in known and rrow.broker not in replicas:
@@ -285,38 +291,16 @@ class _Checker:
 
     # -- configuration -------------------------------------------------------------------------
 
-    def config(self) -> None:
-        s = self.scenario
-        major, minor = kafka_version_tuple(s.kafka_version)
-        ibp = s.config.inter_broker_protocol_version
+    def check_config(self) -> None:
+        major, minor = self.version()
+        ibp = self.config.inter_broker_protocol_version
         if ibp_key(ibp) > (major, minor, 0, 1_000):
             self.add(
                 ("config", "inter.broker.protocol.version"),
-                f"{ibp} is newer than kafka_version {s.kafka_version}; use {major}.{minor} or older",
+                f"{ibp} is newer than kafka_version {self.kafka_version}; use {major}.{minor} or older",
             )
 
 
-def _ids(ids: Iterable[int]) -> str:
+def format_ids(ids: Iterable[int]) -> str:
     ordered = sorted(ids)
     return str(ordered) if len(ordered) <= 12 else f"{ordered[0]}..{ordered[-1]}"
-
-
-def check_scenario(scenario: Scenario) -> list[Problem]:
-    """Every cross-field problem of ``scenario`` as ``(path, message)``; empty if valid."""
-    from spark_app.scenario.timeline_checks import check_events
-
-    c = _Checker(scenario)
-    known = c.brokers()
-    live = c.live_and_controller(known)
-    topics = c.topics(known)
-    c.state(known, topics)
-    c.config()
-    check_events(c, known, live, topics)
-    last = max((e.at for e in scenario.events), default=0)
-    if scenario.until < last:
-        c.add(
-            ("until",),
-            f"until {format_duration(scenario.until)} is before the last event at "
-            f"{format_duration(last)}; raise until to at least {format_duration(last)}",
-        )
-    return c.problems

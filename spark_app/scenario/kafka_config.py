@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 SUPPORTED_KAFKA_VERSIONS = (
     *(f"2.{minor}" for minor in range(9)),
@@ -220,17 +220,21 @@ class KafkaConfig(BaseModel):
         default=3_600_000, ge=1,
     )  # fmt: skip
 
-    @model_validator(mode="before")
-    @classmethod
-    def _connection_timeout_follows_session(cls, data: Any) -> Any:
-        # Kafka: zookeeper.connection.timeout.ms falls back to the session timeout when unset.
-        if (
-            isinstance(data, Mapping)
-            and "zookeeper.connection.timeout.ms" not in data
-            and "zookeeper.session.timeout.ms" in data
-        ):
-            return {**data, "zookeeper.connection.timeout.ms": data["zookeeper.session.timeout.ms"]}
-        return data
+    def for_version(self, kafka_version: str) -> KafkaConfig:
+        """This configuration with ``kafka_version``'s defaults for the keys left unset; as in
+        Kafka, an unset ``zookeeper.connection.timeout.ms`` follows the session timeout."""
+        names = {f.alias: name for name, f in type(self).model_fields.items()}
+        given = self.model_fields_set
+        update: dict[str, object] = {
+            names[key]: value
+            for key, value in version_defaults(kafka_version).items()
+            if names[key] not in given
+        }
+        if "zookeeper_connection_timeout_ms" not in given:
+            update["zookeeper_connection_timeout_ms"] = update.get(
+                "zookeeper_session_timeout_ms", self.zookeeper_session_timeout_ms
+            )
+        return self.model_copy(update=update)
 
     @classmethod
     def resolve(
@@ -239,7 +243,7 @@ class KafkaConfig(BaseModel):
         overrides: Mapping[str, object] | None = None,
     ) -> KafkaConfig:
         """Kafka's defaults for ``kafka_version`` with ``overrides`` (dotted keys) on top."""
-        return cls.model_validate({**version_defaults(kafka_version), **(overrides or {})})
+        return cls.model_validate(dict(overrides or {})).for_version(kafka_version)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

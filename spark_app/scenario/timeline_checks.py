@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spark_app.scenario import events as ev
-from spark_app.scenario.checks import _Checker, _ids, _Topic
+from spark_app.scenario.checks import Checker, TopicState, format_ids
 from spark_app.scenario.durations import format_duration
 
 # Kafka versions that introduced an API (KIP-183 ElectPreferredLeaders, KIP-455, KIP-460).
@@ -18,21 +18,22 @@ REASSIGNMENT_API = (2, 4)
 ELECT_UNCLEAN_API = (2, 4)
 
 
-def check_events(c: _Checker, known: set[int], live: set[int], topics: dict[str, _Topic]) -> None:
+def check_events(
+    c: Checker, known: set[int], live: set[int], topics: dict[str, TopicState]
+) -> None:
     """Replay the timeline; ``live`` and ``topics`` are copied, not changed."""
-    s = c.scenario
     live = set(live)
     # After controlled_shutdown a broker is "shutting down": still registered until it exits,
     # which the runner decides; no liveness problem is raised for it until another event says.
     leaving: set[int] = set()
     topics = {
-        name: _Topic(t.partitions, t.replication_factor, dict(t.replicas))
+        name: TopicState(t.partitions, t.replication_factor, dict(t.replicas))
         for name, t in topics.items()
     }
-    version = s.version()
-    order = sorted(range(len(s.events)), key=lambda i: s.events[i].at)
+    version = c.version()
+    order = sorted(range(len(c.events)), key=lambda i: c.events[i].at)
     for i in order:
-        e = s.events[i]
+        e = c.events[i]
         path: tuple[str | int, ...] = ("events", i)
         when = f"at {format_duration(e.at)}"
 
@@ -47,7 +48,7 @@ def check_events(c: _Checker, known: set[int], live: set[int], topics: dict[str,
                 c.add(
                     (*path, "via" if "via" in type(e).model_fields else "type"),
                     f"{what} needs Kafka {since[0]}.{since[1]}+ (kafka_version is "
-                    f"{s.kafka_version}); raise kafka_version or {fix}",
+                    f"{c.kafka_version}); raise kafka_version or {fix}",
                 )
 
         if isinstance(e, ev.BrokerFailure | ev.BrokerStartup):
@@ -66,7 +67,7 @@ def check_events(c: _Checker, known: set[int], live: set[int], topics: dict[str,
             if e.broker not in known:
                 c.add(
                     (*path, "broker"),
-                    f"broker {e.broker} is not a broker of the cluster; use one of {_ids(known)}",
+                    f"broker {e.broker} is not a broker of the cluster; use one of {format_ids(known)}",
                 )
             if e.broker in known and e.broker not in live and e.broker not in leaving:
                 c.add(
@@ -87,7 +88,7 @@ def check_events(c: _Checker, known: set[int], live: set[int], topics: dict[str,
                     (*path, "topic"),
                     f"topic {e.topic!r} does not exist {when}; fix the name or drop the event",
                 )
-            elif s.config.delete_topic_enable:
+            elif c.config.delete_topic_enable:
                 del topics[e.topic]
         elif isinstance(e, ev.ReassignPartitions):
             if e.via == "api":
@@ -125,7 +126,7 @@ def check_events(c: _Checker, known: set[int], live: set[int], topics: dict[str,
 
 
 def _add_partitions(
-    c: _Checker, path: tuple[str | int, ...], e: ev.AddPartitions, topics: dict[str, _Topic],
+    c: Checker, path: tuple[str | int, ...], e: ev.AddPartitions, topics: dict[str, TopicState],
     known: set[int], when: str,
 ) -> None:  # fmt: skip
     topic = topics.get(e.topic)
@@ -156,8 +157,8 @@ def _add_partitions(
 
 
 def _refs(
-    c: _Checker, path: tuple[str | int, ...], refs: Sequence[ev.PartitionRef],
-    topics: dict[str, _Topic], when: str,
+    c: Checker, path: tuple[str | int, ...], refs: Sequence[ev.PartitionRef],
+    topics: dict[str, TopicState], when: str,
 ) -> None:  # fmt: skip
     seen: set[tuple[str, int]] = set()
     for j, ref in enumerate(refs):
@@ -168,8 +169,8 @@ def _refs(
 
 
 def _reassignment(
-    c: _Checker, path: tuple[str | int, ...], entries: Sequence[ev.ReassignmentEntry],
-    topics: dict[str, _Topic], known: set[int], when: str,
+    c: Checker, path: tuple[str | int, ...], entries: Sequence[ev.ReassignmentEntry],
+    topics: dict[str, TopicState], known: set[int], when: str,
 ) -> None:  # fmt: skip
     _refs(c, (*path, "plan", "partitions"), entries, topics, when)  # type: ignore[arg-type]
     for j, entry in enumerate(entries):

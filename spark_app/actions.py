@@ -1,0 +1,175 @@
+"""What brokers, operators and admin clients do for each scenario event: ``ACTIONS`` maps every
+scenario event type to one method of ``Actor``, the only place scenario events become actions.
+
+Admin requests write ZooKeeper as Kafka's ``AdminZkClient`` does (spec §9, §10) after its checks
+(``admin_validation``); API requests go to the active controller's queue. Assignments use Kafka's
+algorithm over the registered brokers with the scenario's seeded random draws.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError
+
+from controller import events as ev
+from controller.emulation import EmulatedCluster
+from controller.kafka_controller import KafkaController
+from controller.zk import admin_zk_client as admin
+from controller.zk.kafka_zk_client import get_all_brokers
+from controller.zk.paths import BROKER_TOPICS, DeleteTopicZNode
+from spark_app.admin_validation import (
+    AdminRequestError,
+    new_partitions_assignment,
+    place_replicas,
+    validate_topic_create,
+    validate_topic_exists,
+)
+from spark_app.scenario import events as se
+from statemachines.assignment import BrokerMetadata
+from statemachines.election_kinds import ElectionTrigger
+
+
+class Actor:
+    """Plays scenario events on an emulated cluster; ``apply`` raises ``AdminRequestError`` for
+    an admin request Kafka rejects (nothing is written then)."""
+
+    def __init__(self, cluster: EmulatedCluster, seed: int) -> None:
+        self.cluster = cluster
+        self.zk = cluster.admin
+        self.rng = random.Random(seed)
+
+    def apply(self, event: se.ScenarioEvent) -> None:
+        ACTIONS[type(event)](self, event)
+
+    # -- what the admin reads ------------------------------------------------------------------
+
+    def registered_brokers(self) -> list[BrokerMetadata]:
+        brokers = get_all_brokers(self.zk)
+        return [BrokerMetadata(b, brokers[b].rack) for b in sorted(brokers)]
+
+    def topics(self) -> list[str]:
+        return list(self.zk.get_children(BROKER_TOPICS))
+
+    def controller(self) -> KafkaController | None:
+        return self.cluster.active_controller()
+
+    def alter_reassignments(self, entries: dict[ev.TopicPartition, tuple[int, ...] | None]) -> None:
+        active = self.controller()
+        if active is not None:
+            active.events.put(ev.ApiPartitionReassignment(entries))
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    def broker_failure(self, event: se.BrokerFailure) -> None:
+        for b in event.brokers:
+            self.cluster.crash(b)
+
+    def broker_startup(self, event: se.BrokerStartup) -> None:
+        for b in event.brokers:
+            self.cluster.start_broker(b)
+
+    def controlled_shutdown(self, event: se.ControlledShutdown) -> None:
+        self.cluster.controlled_shutdown(event.broker)
+
+    def zk_session_expiry(self, event: se.ZkSessionExpiry) -> None:
+        self.cluster.expire_session(event.broker)
+
+    def isr_change(self, event: se.IsrChange) -> None:
+        self.cluster.isr_change(event.topic, event.partition, list(event.isr))
+
+    def log_dir_failure(self, event: se.LogDirFailure) -> None:
+        self.cluster.log_dir_failure(event.broker)
+
+    # -- admin: topics -------------------------------------------------------------------------
+
+    def create_topic(self, event: se.CreateTopic) -> None:
+        spec = event.topic
+        listed = {p: list(r) for p, r in (spec.assignment or {}).items()}
+        placed: dict[int, list[int]] = {}
+        if len(listed) < spec.partitions:
+            placed = place_replicas(
+                self.registered_brokers(), spec.partitions, spec.replication_factor, rng=self.rng
+            )
+        assignment = {p: listed.get(p, placed.get(p, [])) for p in range(spec.partitions)}
+        validate_topic_create(spec.name, assignment, self.topics())
+        admin.create_topic(self.zk, spec.name, assignment, spec.config.overrides())
+
+    def add_partitions(self, event: se.AddPartitions) -> None:
+        validate_topic_exists(event.topic, self.topics(), "add")
+        current = admin.read_topic_assignment(self.zk, event.topic).partitions
+        existing = {int(p): r for p, r in current.items()}
+        added = new_partitions_assignment(
+            event.topic, existing, self.registered_brokers(), event.total, event.assignment
+        )
+        admin.add_partitions(self.zk, event.topic, added)
+
+    def delete_topic(self, event: se.DeleteTopic) -> None:
+        validate_topic_exists(event.topic, self.topics(), "delete")
+        if self.zk.exists(DeleteTopicZNode.path(event.topic)) is not None:
+            raise AdminRequestError(
+                "TopicAlreadyMarkedForDeletionException",
+                f"topic {event.topic} is already marked for deletion",
+            )
+        admin.request_topic_deletion(self.zk, event.topic)
+
+    def set_topic_config(self, event: se.SetTopicConfig) -> None:
+        validate_topic_exists(event.topic, self.topics(), "config")
+        merged = admin.set_topic_config(self.zk, event.topic, event.config.overrides())
+        active = self.controller()
+        # The controller broker's config handler raises the event when unclean turns on.
+        if active is not None and merged.get("unclean.leader.election.enable") == "true":
+            active.events.put(ev.TopicUncleanLeaderElectionEnable(event.topic))
+
+    # -- admin: reassignments and elections ----------------------------------------------------
+
+    def reassign_partitions(self, event: se.ReassignPartitions) -> None:
+        entries = [(e.topic, e.partition, e.replicas) for e in event.plan.partitions]
+        if event.via == "api":
+            self.alter_reassignments({ev.TopicPartition(t, p): tuple(r) for t, p, r in entries})
+            return
+        try:
+            admin.request_reassignment(self.zk, entries)
+        except NodeExistsError:
+            raise AdminRequestError(
+                "TerseReassignmentFailureException",
+                "Cannot execute because there is an existing partition assignment.",
+            ) from None
+
+    def cancel_reassignment(self, event: se.CancelReassignment) -> None:
+        self.alter_reassignments({p.tp(): None for p in event.partitions})
+
+    def elect_leaders(self, event: se.ElectLeaders) -> None:
+        active = self.controller()
+        if active is None:
+            return
+        partitions = (
+            None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
+        )
+        trigger = (
+            ElectionTrigger.ZkTriggered
+            if event.via == "zk"
+            else ElectionTrigger.AdminClientTriggered
+        )
+        active.events.put(
+            ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)
+        )
+
+
+ACTIONS: dict[type[Any], Callable[[Actor, Any], None]] = {
+    se.BrokerFailure: Actor.broker_failure,
+    se.BrokerStartup: Actor.broker_startup,
+    se.ControlledShutdown: Actor.controlled_shutdown,
+    se.CreateTopic: Actor.create_topic,
+    se.AddPartitions: Actor.add_partitions,
+    se.DeleteTopic: Actor.delete_topic,
+    se.ReassignPartitions: Actor.reassign_partitions,
+    se.CancelReassignment: Actor.cancel_reassignment,
+    se.ElectLeaders: Actor.elect_leaders,
+    se.IsrChange: Actor.isr_change,
+    se.SetTopicConfig: Actor.set_topic_config,
+    se.ZkSessionExpiry: Actor.zk_session_expiry,
+    se.LogDirFailure: Actor.log_dir_failure,
+}

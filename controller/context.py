@@ -7,13 +7,13 @@ Everything that grows with partitions lives in the generation (persisted compact
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from controller.checkpoint import local_checkpoint
-from controller.generation_commits import GenerationCommits
+from controller.gauges import Gauges
+from controller.generation_commits import CommitFacts, DiffTotals, GenerationTable
 from controller.generations import Generations
 from controller.handlers.deletion import TopicDeletionManager
 from statemachines import schemas as s
@@ -40,7 +40,7 @@ class TopicEntry:
     config: dict[str, str] = field(default_factory=dict)
 
 
-class ControllerContext(GenerationCommits):
+class ControllerContext:
     """Kafka's ``ControllerContext`` for a bulk controller (spec Appendix A)."""
 
     def __init__(
@@ -62,23 +62,64 @@ class ControllerContext(GenerationCommits):
         self._next_index = 0  # of the next topic added
         self._topics_frame: DataFrame | None = None  # built once per change of ``topics``
         self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
-        self.store = Generations()
-        self.partitions: DataFrame | None = None  # the committed generation (``store.table``)
-        # The last gauges, and what they read besides the rows (``commit``'s ``key``).
-        self._gauged: tuple[tuple, dict[str, int]] | None = None
-        self.generation = 0
         self.checkpoint_interval = checkpoint_interval
-        self.rows: int | None = None  # of the committed generation
-        self.stamped = False  # the last commit's diff is a filter of it (``stamped_diff``)
-        # The last stamped commit's diff, materialised by its job, and its ``diff_totals``.
-        self.diff: DataFrame | None = None
-        self.diff_totals: Row | None = None
+        self.table = GenerationTable(spark, checkpoint_interval)
+
+    # -- the committed generation (``GenerationTable``) ------------------------------------------
+    @property
+    def partitions(self) -> DataFrame | None:
+        """The committed generation: compact rows."""
+        return self.table.partitions
 
     @property
     def committed(self) -> DataFrame | None:
         """The last commit's rows with its per-row results (counters, errors, kept columns):
         every row, or those the event touched (``commit``)."""
-        return self.store.committed
+        return self.table.committed
+
+    @property
+    def store(self) -> Generations:
+        return self.table.store
+
+    @property
+    def generation(self) -> int:
+        return self.table.generation
+
+    @property
+    def rows(self) -> int | None:
+        return self.table.rows
+
+    @property
+    def stamped(self) -> bool:
+        return self.table.stamped
+
+    @property
+    def diff(self) -> DataFrame | None:
+        return self.table.diff
+
+    @property
+    def diff_totals(self) -> Row | None:
+        return self.table.diff_totals
+
+    def commit(
+        self,
+        new_partitions: DataFrame,
+        label: str = "",
+        counters: Sequence[str] = (),
+        kept: Sequence[str] = (),
+        diff_totals: DiffTotals | None = None,
+        partial: bool = False,
+    ) -> Gauges:
+        """Swap in ``new_partitions`` as the next generation (``GenerationTable.commit``), its
+        gauges read against this context's brokers and deletion sets."""
+        facts = CommitFacts(
+            view=self.view(),
+            deleting=tuple(self.deleting),
+            started=tuple(sorted(self.deletion.topics_with_deletion_started)),
+            ineligible=len(self.deletion.topics_ineligible_for_deletion),
+            topics=len(self.topics),
+        )
+        return self.table.commit(new_partitions, facts, label, counters, kept, diff_totals, partial)
 
     # -- brokers -------------------------------------------------------------------------------
     @property
@@ -176,18 +217,8 @@ class ControllerContext(GenerationCommits):
 
     # -- generations ---------------------------------------------------------------------------
     def load(self, table: DataFrame) -> None:
-        """Install ``table`` (compact: what ZooKeeper holds, read at failover) as generation 0.
-
-        It is read once, into a local checkpoint; the failover's own changes are then committed
-        against it like any event's, so its diff needs no join of two generations.
-        """
-        s.check_compact(table)
-        loaded = local_checkpoint(table.select(*s.compact_columns(s.width(table))), eager=False)
-        self.rows = loaded.count()  # the one pass over ZooKeeper's rows
-        self.generation = 0
-        self._gauged = None
-        self.store.install(loaded, loaded.columns)
-        self.partitions = self.store.table
+        """Install ``table`` (what ZooKeeper holds, read at failover) as generation 0."""
+        self.table.load(table)
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""

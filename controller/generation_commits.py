@@ -1,6 +1,6 @@
-"""How the controller context swaps in a generation of the partitions table (``commit``).
+"""The partitions table's generations, and how one is swapped in (``GenerationTable.commit``).
 
-``GenerationCommits`` is part of ``ControllerContext``. An event whose diff is a filter of its
+``ControllerContext`` holds one ``GenerationTable``. An event whose diff is a filter of its
 rows (``controller.diff``) checkpoints only the rows it touched, which join the delta over the
 last base (``controller.generations``): one action materialises them with the event's totals,
 and a second computes the controller gauges (spec §16.1) over the new table and, for the caller,
@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
@@ -39,20 +38,16 @@ from controller.gauges import (
     moved,
     width_used,
 )
+from controller.generations import Generations
 from statemachines import schemas as s
-from statemachines.brokers import BrokerView
+from statemachines.brokers import BrokerView, ClusterView
 from statemachines.columns import any_of
 from statemachines.state_change_errors import ERRORS
-
-if TYPE_CHECKING:
-    from controller.context import ControllerContext as _Context
-else:
-    _Context = object
 
 log = logging.getLogger(__name__)
 
 
-CUT = "_cut"  # see ``GenerationCommits._commit_touched``
+CUT = "_cut"  # see ``GenerationTable._commit_touched``
 DELTA = "_delta_rows"
 
 # Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
@@ -73,12 +68,59 @@ class _Pending:
     diff_totals: DiffTotals | None
 
 
-class GenerationCommits(_Context):
-    """``commit`` and its two write paths."""
+@dataclass(frozen=True)
+class CommitFacts:
+    """What a commit's gauges read besides the rows: the controller's driver-side facts."""
+
+    view: ClusterView
+    deleting: tuple[int, ...] = ()  # topics queued for deletion
+    started: tuple[int, ...] = ()  # topics whose deletion started
+    ineligible: int = 0  # topics ineligible for deletion
+    topics: int = 0
+
+
+class GenerationTable:
+    """The committed generation of the partitions table (``table``), with ``commit`` and its
+    two write paths."""
+
+    def __init__(self, spark: SparkSession, checkpoint_interval: int = 20) -> None:
+        self.spark = spark
+        self.checkpoint_interval = checkpoint_interval
+        self.store = Generations()
+        self.partitions: DataFrame | None = None  # the committed generation (``store.table``)
+        # The last gauges, and what they read besides the rows (``commit``'s ``key``).
+        self._gauged: tuple[tuple, dict[str, int]] | None = None
+        self.generation = 0
+        self.rows: int | None = None  # of the committed generation
+        self.stamped = False  # the last commit's diff is a filter of it (``stamped_diff``)
+        # The last stamped commit's diff, materialised by its job, and its ``diff_totals``.
+        self.diff: DataFrame | None = None
+        self.diff_totals: Row | None = None
+
+    @property
+    def committed(self) -> DataFrame | None:
+        """The last commit's rows with its per-row results (counters, errors, kept columns):
+        every row, or those the event touched (``commit``)."""
+        return self.store.committed
+
+    def load(self, table: DataFrame) -> None:
+        """Install ``table`` (compact: what ZooKeeper holds, read at failover) as generation 0.
+
+        It is read once, into a local checkpoint; the failover's own changes are then committed
+        against it like any event's, so its diff needs no join of two generations.
+        """
+        s.check_compact(table)
+        loaded = local_checkpoint(table.select(*s.compact_columns(s.width(table))), eager=False)
+        self.rows = loaded.count()  # the one pass over ZooKeeper's rows
+        self.generation = 0
+        self._gauged = None
+        self.store.install(loaded, loaded.columns)
+        self.partitions = self.store.table
 
     def commit(
         self,
         new_partitions: DataFrame,
+        facts: CommitFacts,
         label: str = "",
         counters: Sequence[str] = (),
         kept: Sequence[str] = (),
@@ -120,11 +162,10 @@ class GenerationCommits(_Context):
             # does not free itself (``release``).
             self.spark.sparkContext._jvm.System.gc()  # type: ignore[union-attr]
         # The view's brokers are data the cached Columns read (``ClusterView.as_columns``).
-        cluster = self.view()
+        cluster = facts.view
         view: BrokerView
         view, literals = cluster.as_columns() or (cluster, {})
-        deleting = tuple(self.deleting)
-        started = tuple(sorted(self.deletion.topics_with_deletion_started))
+        deleting, started = facts.deleting, facts.started
         gauges = gauge_columns(w, view, deleting, started)
         key = (w, cluster, deleting, started)  # what the gauges read besides the rows
         events = event_columns(tuple(counters), bool(errors), bool(stamps))
@@ -146,9 +187,9 @@ class GenerationCommits(_Context):
         result = Gauges.of(
             row,
             (*counters, *errors),
-            topics=len(self.topics),
-            to_delete=len(self.deleting),
-            ineligible=len(self.deletion.topics_ineligible_for_deletion),
+            topics=facts.topics,
+            to_delete=len(facts.deleting),
+            ineligible=facts.ineligible,
         )
         log.debug("generation %d committed (%s): %s", self.generation, label, result)
         return result

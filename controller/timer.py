@@ -158,6 +158,10 @@ class Timer:
         after the current due batch)."""
         return self.add_at(task, self._clock.now_ms() + task.delay_ms)
 
+    def task_removed(self) -> None:
+        """A pending task left its bucket (cancelled or rescheduled)."""
+        self._pending -= 1
+
     def add_at(self, task: TimerTask, expiration_ms: int) -> bool:
         """Schedule ``task`` at an absolute time; otherwise as ``add``."""
         if task._cancelled:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from controller.timer import Timer
+from typing import Protocol
 
 Action = Callable[[], object]
+
+
+class TaskTimer(Protocol):
+    """What a task needs of the timer that holds it (``controller.timer.Timer``)."""
+
+    def add_at(self, task: TimerTask, expiration_ms: int) -> bool: ...
+
+    def task_removed(self) -> None: ...
 
 
 class TimerTask:
@@ -30,7 +35,7 @@ class TimerTask:
         self._cancelled = False
         self._expiration_ms = -1
         self._seq = -1
-        self._timer: Timer | None = None
+        self._timer: TaskTimer | None = None
 
     def run(self) -> None:
         if self._action is not None:
@@ -66,7 +71,7 @@ class TimerTask:
         # A due-batch entry whose task is no longer _DUE is skipped when the batch runs.
         bucket.remove(self)
         if self._timer is not None:
-            self._timer._pending -= 1
+            self._timer.task_removed()
         return True
 
     def __repr__(self) -> str:

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from controller.gauges import Gauges
 from controller.generation_commits import CommitFacts, DiffTotals, GenerationTable
 from controller.generations import Generations
-from controller.handlers.deletion import TopicDeletionManager
+from controller.topic_deletion_state import TopicDeletionState
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.local_rows import local_frame
@@ -61,7 +61,7 @@ class ControllerContext:
         self.topics: dict[str, TopicEntry] = {}
         self._next_index = 0  # of the next topic added
         self._topics_frame: DataFrame | None = None  # built once per change of ``topics``
-        self.deletion = TopicDeletionManager(enabled=delete_topic_enable)
+        self.deletion = TopicDeletionState(enabled=delete_topic_enable)
         self.checkpoint_interval = checkpoint_interval
         self.table = GenerationTable(spark, checkpoint_interval)
 

@@ -7,7 +7,7 @@ Their aggregate Columns are built once per key (``lru_cache``): an event's are o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -16,11 +16,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from controller.diff import CHANGE, CREATED, KEY, REPLACED, UNCHANGED, stale_rows
-from controller.handlers.deletion import deletion_gauges
-from controller.handlers.reassignment_plans import being_reassigned
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView
-from statemachines.columns import any_of, has_leadership, in_list, in_topics
+from statemachines.columns import (
+    any_of,
+    being_reassigned,
+    count_of,
+    has_leadership,
+    in_list,
+    in_topics,
+)
 from statemachines.partition_states import PartitionState
 from statemachines.rebalance import preferred_replica_imbalance
 from statemachines.replica_states import ReplicaState
@@ -225,3 +230,30 @@ def _lagging(w: int, view: BrokerView) -> Column:
     """A partition led by a live broker with a lagging follower."""
     leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
     return has_leadership() & leader_live & any_of(lagging_positions(w, view))
+
+
+def deletion_gauges(w: int, queued: Iterable[int]) -> dict[str, Column]:
+    """§16.1 replica gauges as aggregate Columns over a compact table of width ``w``.
+
+    ``TopicsToDeleteCount`` / ``TopicsIneligibleToDeleteCount`` are set sizes on the driver
+    (``controller.topic_deletion_state``).
+    """
+    q = in_topics(list(queued))
+    pending = count_of(
+        [
+            (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
+            & (F.col(s.replica_state_col(k)) != int(ReplicaState.ReplicaDeletionSuccessful))
+            for k in range(w)
+        ]
+    )
+    inelig = count_of(
+        [
+            (F.col(s.replica_col(k)) != s.EMPTY_SLOT)
+            & (F.col(s.replica_state_col(k)) == int(ReplicaState.ReplicaDeletionIneligible))
+            for k in range(w)
+        ]
+    )
+    return {
+        "ReplicasToDeleteCount": F.sum(F.when(q, pending).otherwise(0).cast("long")),
+        "ReplicasIneligibleToDeleteCount": F.sum(F.when(q, inelig).otherwise(0).cast("long")),
+    }

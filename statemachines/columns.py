@@ -139,3 +139,8 @@ def in_topics(topic_indices: Sequence[int]) -> Column:
     # One parsed IN (the optimizer makes it a hash-set lookup) instead of a JVM call per value.
     listed = ",".join(str(int(t)) for t in sorted(set(topic_indices)))
     return F.expr(f"{s.TOPIC_INDEX} IN ({listed})")
+
+
+def being_reassigned() -> Column:
+    """The partition has adding or removing replicas (a reassignment is in flight)."""
+    return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)

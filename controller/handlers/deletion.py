@@ -25,13 +25,21 @@ as a data flag (``_trigger``), so a call that matches nothing changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from controller.handlers.tracked import tracked
+from controller.topic_deletion_state import (
+    COMPLETED,
+    IN_PROGRESS,
+    INELIGIBLE,
+    STARTED,
+    TOPIC_FACTS,
+    TopicDeletionState,
+)
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import any_of, count_of
@@ -45,8 +53,6 @@ ReplicaPredicate = Callable[[Column, int], Column]
 
 STOP_REPLICA_DELETES = "stop_replica_deletes"
 ISR_SHRINKS = "isr_shrinks"
-COMPLETED, STARTED, INELIGIBLE, IN_PROGRESS = "completed", "started", "ineligible", "in_progress"
-TOPIC_FACTS = (COMPLETED, STARTED, INELIGIBLE, IN_PROGRESS)
 
 _GATE, _HIT = "_gate_row", "_hit"
 _STEP = ("_complete", "_retry", "_start", "_first_start")
@@ -70,25 +76,6 @@ def _in(indices: Iterable[int]) -> Column:
     return F.col(s.TOPIC_INDEX).isin(ids) if ids else F.lit(False)
 
 
-def deletion_gauges(w: int, queued: Iterable[int]) -> dict[str, Column]:
-    """§16.1 replica gauges as aggregate Columns over a compact table of width ``w``.
-
-    ``TopicsToDeleteCount`` / ``TopicsIneligibleToDeleteCount`` are set sizes on the driver
-    (``TopicDeletionManager.topic_gauges``).
-    """
-    q = _in(queued)
-    pending = count_of(
-        [_present(k) & (_code(k) != int(_R.ReplicaDeletionSuccessful)) for k in range(w)]
-    )
-    inelig = count_of(
-        [_present(k) & (_code(k) == int(_R.ReplicaDeletionIneligible)) for k in range(w)]
-    )
-    return {
-        "ReplicasToDeleteCount": F.sum(F.when(q, pending).otherwise(0).cast("long")),
-        "ReplicasIneligibleToDeleteCount": F.sum(F.when(q, inelig).otherwise(0).cast("long")),
-    }
-
-
 @dataclass(frozen=True)
 class DeletionStep:
     """Lazy outputs of one deletion entry point (nothing has run).
@@ -105,89 +92,37 @@ class DeletionStep:
     topics: DataFrame
 
 
-@dataclass
 class TopicDeletionManager:
-    """Kafka's ``TopicDeletionManager`` state; sets hold topic indices."""
+    """Kafka's ``TopicDeletionManager`` entry points over the context's deletion sets
+    (``TopicDeletionState``): each returns a lazy ``DeletionStep`` and moves the sets only
+    where Kafka does before any work runs (enqueue, resume)."""
 
-    enabled: bool = True
-    topics_to_be_deleted: set[int] = field(default_factory=set)
-    topics_with_deletion_started: set[int] = field(default_factory=set)
-    topics_ineligible_for_deletion: set[int] = field(default_factory=set)
-    topics_in_progress: set[int] = field(default_factory=set)
-
-    # -- driver-only queries and updates ----------------------------------------------------
-    def is_topic_queued_up_for_deletion(self, t: int) -> bool:
-        return self.enabled and t in self.topics_to_be_deleted
-
-    def is_topic_eligible_for_deletion(self, t: int) -> bool:
-        return (
-            self.is_topic_queued_up_for_deletion(t)
-            and t not in self.topics_in_progress
-            and t not in self.topics_ineligible_for_deletion
-        )
-
-    def mark_topic_ineligible_for_deletion(self, topics: Iterable[int]) -> None:
-        if self.enabled:
-            self.topics_ineligible_for_deletion |= set(topics) & self.topics_to_be_deleted
-
-    def topic_gauges(self) -> dict[str, int]:
-        return {
-            "TopicsToDeleteCount": len(self.topics_to_be_deleted),
-            "TopicsIneligibleToDeleteCount": len(self.topics_ineligible_for_deletion),
-        }
-
-    def commit_facts(self, facts: Iterable[Mapping[str, int | bool]]) -> set[int]:
-        """Apply collected ``DeletionStep.topics`` rows; returns the topics whose deletion completed
-        (the caller removes them from the context and deletes their znodes)."""
-        done: set[int] = set()
-        for row in facts:
-            t = int(row[s.TOPIC_INDEX])
-            if row[COMPLETED]:
-                done.add(t)
-                continue
-            if row[STARTED]:
-                self.topics_with_deletion_started.add(t)
-            (
-                self.topics_ineligible_for_deletion.add
-                if row[INELIGIBLE]
-                else self.topics_ineligible_for_deletion.discard
-            )(t)
-            (self.topics_in_progress.add if row[IN_PROGRESS] else self.topics_in_progress.discard)(
-                t
-            )
-        for t in done:
-            for kept in (
-                self.topics_to_be_deleted,
-                self.topics_with_deletion_started,
-                self.topics_ineligible_for_deletion,
-                self.topics_in_progress,
-            ):
-                kept.discard(t)
-        return done
+    def __init__(self, state: TopicDeletionState | None = None) -> None:
+        self.state = state if state is not None else TopicDeletionState()
 
     # -- entry points (each returns a lazy step) --------------------------------------------
     def enqueue_topics_for_deletion(
         self, partitions: DataFrame, topics: Iterable[int], view: ClusterView
     ) -> DeletionStep | None:
-        if not self.enabled:
+        if not self.state.enabled:
             return None
-        self.topics_to_be_deleted |= set(topics)
+        self.state.topics_to_be_deleted |= set(topics)
         return self.resume_deletions(partitions, view)
 
     def resume_deletion_for_topics(
         self, partitions: DataFrame, topics: Iterable[int], view: ClusterView
     ) -> DeletionStep | None:
-        resumed = set(topics) & self.topics_to_be_deleted if self.enabled else set()
+        resumed = set(topics) & self.state.topics_to_be_deleted if self.state.enabled else set()
         if not resumed:
             return None
-        self.topics_ineligible_for_deletion -= resumed
+        self.state.topics_ineligible_for_deletion -= resumed
         return self.resume_deletions(partitions, view)
 
     def on_brokers_started(
         self, partitions: DataFrame, new: BrokerSet, view: ClusterView
     ) -> DeletionStep | None:
         """§8.1: queued topics with a replica on a returning broker ⇒ resumeDeletionForTopics."""
-        if not (self.enabled and self.topics_to_be_deleted):
+        if not (self.state.enabled and self.state.topics_to_be_deleted):
             return None
         w = s.width(partitions)
         hit = any_of([new.contains(F.col(s.replica_col(k))) for k in range(w)])
@@ -245,10 +180,10 @@ class TopicDeletionManager:
         succeeded: ReplicaPredicate | None = None,
         guard_ok: bool = False,
     ) -> DeletionStep | None:
-        if not (self.enabled and self.topics_to_be_deleted):
+        if not (self.state.enabled and self.state.topics_to_be_deleted):
             return None
         w = s.width(partitions)
-        queued = _in(self.topics_to_be_deleted)
+        queued = _in(self.state.topics_to_be_deleted)
 
         def chosen(pred: ReplicaPredicate) -> Column:
             return any_of([pred(F.col(s.replica_col(k)), k) & _present(k) for k in range(w)])
@@ -279,7 +214,7 @@ class TopicDeletionManager:
         w = s.width(df)
         df = with_errors(df)
         cols = [*s.compact_columns(w), *tracked(df)]
-        queued = _in(self.topics_to_be_deleted)
+        queued = _in(self.state.topics_to_be_deleted)
         succ, started, inelig = (
             int(_R.ReplicaDeletionSuccessful),
             int(_R.ReplicaDeletionStarted),
@@ -305,7 +240,7 @@ class TopicDeletionManager:
         gate = agg.agg(F.max("gated").alias("_gate"))
         t = agg.crossJoin(gate)
         go, hit = F.coalesce(F.col("_gate") == 1, F.lit(False)), F.col("hit") == 1
-        was_inelig = _in(self.topics_ineligible_for_deletion)
+        was_inelig = _in(self.state.topics_ineligible_for_deletion)
         inelig_now = (was_inelig & ~hit) if clears else (was_inelig | hit) if marks else was_inelig
         complete = go & (F.col("n_left") == 0)
         no_started = F.col("n_started") == 0
@@ -315,9 +250,9 @@ class TopicDeletionManager:
             complete.alias("_complete"),
             (go & ~complete & no_started & (F.col("n_inelig") > 0)).alias("_retry"),
             start.alias("_start"),
-            (start & ~_in(self.topics_with_deletion_started)).alias("_first_start"),
+            (start & ~_in(self.state.topics_with_deletion_started)).alias("_first_start"),
             complete.alias(COMPLETED),
-            (start | _in(self.topics_with_deletion_started)).alias(STARTED),
+            (start | _in(self.state.topics_with_deletion_started)).alias(STARTED),
             F.when(go, inelig_now | (start & (F.col("n_dead") > 0)))
             .otherwise(was_inelig)
             .alias(INELIGIBLE),

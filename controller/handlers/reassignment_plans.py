@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import any_of, bit, in_topics, present
+from statemachines.columns import any_of, being_reassigned, bit, in_topics, present
 
 TARGET = "target"
 ERROR = "error"
@@ -50,11 +50,6 @@ def listed(w: int, keep: Callable[[int], Column]) -> Column:
     return F.array_compact(
         F.array(*[F.when(occupied(k) & keep(k), replica_at(k)) for k in range(w)])
     )
-
-
-def being_reassigned() -> Column:
-    """The partition has adding or removing replicas (a reassignment is in flight)."""
-    return (F.col(s.ADDING_MASK) != 0) | (F.col(s.REMOVING_MASK) != 0)
 
 
 def targets_any(brokers: BrokerSet, w: int) -> Column:

@@ -46,6 +46,12 @@ class DeletionEvents:
         self.is_active = is_active
         self.broker_id = broker_id
 
+    @property
+    def manager(self) -> hd.TopicDeletionManager:
+        """The bulk entry points over the context's deletion sets (which a resignation
+        replaces)."""
+        return hd.TopicDeletionManager(self.ctx.deletion)
+
     def delete_topics_watch(self, _: Any) -> None:
         self.put(ev.TopicDeletion())
 
@@ -74,7 +80,7 @@ class DeletionEvents:
             self.broker_id,
             sorted(requested - unknown),
         )
-        step = ctx.deletion.enqueue_topics_for_deletion(self.committer.table(), queued, ctx.view())
+        step = self.manager.enqueue_topics_for_deletion(self.committer.table(), queued, ctx.view())
         self.apply(step, "TopicDeletion")
 
     def process_topic_deletion_stop_replica_response_received(
@@ -94,7 +100,7 @@ class DeletionEvents:
             }
             keys = in_partitions(bad)
             failed = lambda _b, _k: keys  # noqa: E731
-        step = ctx.deletion.on_stop_replica_response(
+        step = self.manager.on_stop_replica_response(
             self.committer.table(), event.replica_id, failed, ctx.view()
         )
         self.apply(step, "TopicDeletionStopReplicaResponseReceived")
@@ -104,29 +110,27 @@ class DeletionEvents:
         """Queue what ``/admin/delete_topics`` holds and try the deletions (tryTopicDeletion)."""
         ctx = self.ctx
         queued = set(self.zk.get_children(DELETE_TOPICS)) & set(ctx.topics)
-        if queued and ctx.deletion.enabled:
-            ctx.deletion.topics_to_be_deleted |= set(ctx.topic_indices(queued))
+        if queued:
+            ctx.deletion.queue(ctx.topic_indices(queued))
 
     def resume(self, label: str) -> None:
         if self.ctx.deletion.topics_to_be_deleted:
             self.apply(
-                self.ctx.deletion.resume_deletions(self.committer.table(), self.ctx.view()), label
+                self.manager.resume_deletions(self.committer.table(), self.ctx.view()), label
             )
 
     def on_replicas_offline(self, dead: BrokerSet, label: str) -> None:
         """onReplicasBecomeOffline: failReplicaDeletion for the replicas of ``dead``."""
-        deletion = self.ctx.deletion
-        if deletion.topics_to_be_deleted:
-            step = deletion.fail_replica_deletion(
+        if self.ctx.deletion.topics_to_be_deleted:
+            step = self.manager.fail_replica_deletion(
                 self.committer.table(), lambda b, _k: dead.contains(b), self.ctx.view()
             )
             self.apply(step, label)
 
     def on_brokers_started(self, started: BrokerSet, label: str) -> None:
         """resumeDeletionForTopics for the topics with replicas on ``started``."""
-        deletion = self.ctx.deletion
-        if deletion.topics_to_be_deleted:
-            step = deletion.on_brokers_started(self.committer.table(), started, self.ctx.view())
+        if self.ctx.deletion.topics_to_be_deleted:
+            step = self.manager.on_brokers_started(self.committer.table(), started, self.ctx.view())
             self.apply(step, label)
 
     def apply(self, step: hd.DeletionStep | None, label: str) -> None:

@@ -32,6 +32,7 @@ from controller.gauges import Gauges
 from controller.generation_commits import DiffTotals
 from controller.handlers import brokers as hb
 from controller.isr_events import IsrEvents
+from controller.partition_store import PartitionStateStore, read_cluster
 from controller.reassignment_events import ReassignmentEvents
 from controller.records import ControllerSettings, EventRecord
 from controller.requests import RequestCount, request_count
@@ -41,7 +42,6 @@ from controller.state_change_store import EventStateChangeLog
 from controller.state_writer import StateWrites, write_changed_states, write_totals
 from controller.timer import Clock, Timer
 from controller.topic_events import TopicEvents
-from controller.zk.bootstrap import read_cluster
 from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import Delete, FencedWriter
 from controller.zk.kafka_zk_client import (
@@ -49,7 +49,6 @@ from controller.zk.kafka_zk_client import (
     get_controller_id,
     register_controller_and_increment_controller_epoch,
 )
-from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import DELETE_TOPICS, ControllerZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
@@ -83,6 +82,8 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         settings: ControllerSettings | None = None,
         on_event: Callable[[EventRecord], None] | None = None,
         state_change_log: EventStateChangeLog | None = None,
+        *,
+        store: PartitionStateStore,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -93,7 +94,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
         self.on_event = on_event or (lambda record: None)
         self.state_change_log = state_change_log
         self.ctx = ControllerContext(spark, delete_topic_enable=self.settings.delete_topic_enable)
-        self.store = PartitionStateStore(zk)
+        self.store = store
         self.events = ControllerEventManager(self, clock, controller_id=broker_id)
         self.active_controller_id = -1
         self._rebalance_task: Any = None
@@ -219,7 +220,7 @@ class KafkaController(BrokerEvents, ElectionEvents, TopicEvents, ReassignmentEve
             b.id: LiveBroker(b.id, b.rack, b.epoch) for b in registered.values()
         }
         self.ctx.shutting_down.clear()
-        snapshot = read_cluster(self.zk, self.spark)
+        snapshot = read_cluster(self.zk, self.spark, self.store)
         for name, count in sorted(snapshot.topic_partitions.items()):
             self.ctx.add_topic(name, count)
         self.load_topic_configs()

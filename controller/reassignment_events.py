@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from controller import events as ev
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
-from controller.zk.bootstrap import topic_znode_json
+from controller.partition_store.bootstrap import topic_znode_json
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
 from statemachines import schemas as s

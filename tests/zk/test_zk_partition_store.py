@@ -284,7 +284,7 @@ def test_small_writes_supersede_rows_through_a_delta_until_it_outgrows_its_bound
     zk = _Started()
     store, region = zk.store, zk.region
     region.broadcast_rows = 250
-    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
+    client, epoch_version = _cluster(zk, [f"t{i}" for i in range(10)])
     writer = zk.state_store(client)
 
     def versions() -> dict[tuple[str, int], int]:

@@ -69,10 +69,8 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 from controller import events as ev
 from controller.emulation import EmulatedCluster
 from controller.kafka_controller import KafkaController
+from controller.partition_store import STATE_COLUMNS, EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
-from controller.zk import InMemoryZooKeeper, PartitionStateStore
-from controller.zk.bootstrap import bootstrap_cluster
-from controller.zk.partition_store import STATE_COLUMNS
 from controller.zk.paths import CONTROLLER_EPOCH
 from controller.zk.protocol import ZkClient
 from spark_app.session import environment, get_spark, parse_sizes
@@ -187,7 +185,7 @@ class Bench:
     spark: SparkSession
     n: int
     generated: SyntheticCluster
-    store: InMemoryZooKeeper
+    store: EmulatedEnsemble
     admin: ZkClient
     cluster: EmulatedCluster
     records: list[EventRecord]
@@ -270,7 +268,7 @@ class Bench:
         """
         ids = sorted(brokers)
         members = F.array(*[F.lit(b) for b in ids])
-        states = PartitionStateStore(self.admin).read_states(self.spark)
+        states = self.cluster.states.read_states(self.spark)
         hosts = F.arrays_overlap(F.col(s.REPLICAS), members)
         replicas = self.generated.partitions.where(hosts).select(s.TOPIC, s.PARTITION, s.REPLICAS)
         joined = states.join(replicas, [s.TOPIC, s.PARTITION])
@@ -287,7 +285,7 @@ class Bench:
         written = updates.count()
         stat = self.admin.exists(CONTROLLER_EPOCH)
         assert stat is not None
-        failed = PartitionStateStore(self.admin).write_states(updates, stat.version).count()
+        failed = self.cluster.states.write_states(updates, stat.version).count()
         if failed:
             raise RuntimeError(f"ISR rejoin: {failed} state writes failed")
         return written
@@ -300,10 +298,11 @@ def setup(spark: SparkSession, n: int) -> tuple[Bench, dict[str, float]]:
     generated = generate_cluster(
         spark, BROKERS, RACKS, n // PARTITIONS_PER_TOPIC, PARTITIONS_PER_TOPIC, RF, seed=SEED
     )
-    store = InMemoryZooKeeper()
+    store = EmulatedEnsemble()
     admin = store.client()
-    admin.start()
-    not_written = bootstrap_cluster(admin, {}, generated.partitions).count()
+    not_written = bootstrap_cluster(
+        admin, {}, generated.partitions, store.state_store(admin)
+    ).count()
     if not_written:
         raise RuntimeError(f"bootstrap: {not_written} partition states not written")
     timings["bootstrap_s"] = time.perf_counter() - started
@@ -488,7 +487,7 @@ def isr_burst(bench: Bench, offset: int, changes: int, alter_isr: bool) -> dict[
         for i in range(changes)
     ]
     selection = bench.spark.createDataFrame(picked, "topic string, partition int")
-    current = PartitionStateStore(bench.admin).read_states(bench.spark, selection).collect()
+    current = bench.cluster.states.read_states(bench.spark, selection).collect()
     shrinks: list[tuple[str, int, list[int]]] = []
     for row in sorted(current, key=lambda r: (r[s.TOPIC], r[s.PARTITION])):
         isr = list(row[s.ISR])

@@ -26,13 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from zk_server import ZooKeeperServer
 
-from controller.zk import (
+from controller.partition_store import (
     NEW_PARTITION_VERSION,
-    InMemoryZooKeeper,
-    KazooZkClient,
-    PartitionStateStore,
+    EmulatedEnsemble,
+    KazooStateStore,
+    bootstrap_cluster,
+    read_cluster,
 )
-from controller.zk.bootstrap import bootstrap_cluster, read_cluster
+from controller.zk import KazooZkClient
 from controller.zk.paths import PartitionStateZNode, TopicPartitionZNode
 from spark_app.session import get_spark
 
@@ -79,11 +80,10 @@ def timed(fn: Callable[[], object]) -> float:
 def bench_memory(spark: SparkSession, n: int) -> list[tuple[str, str]]:
     writes, reads = [], []
     for _ in range(3):
-        store = InMemoryZooKeeper()
+        store = EmulatedEnsemble()
         client = store.client()
-        client.start()
         version = prepare(client)
-        bulk = PartitionStateStore(client)
+        bulk = store.state_store(client)
         writes.append(timed(lambda b=bulk, v=version: b.write_states(states(spark, n), v)))
         reads.append(
             timed(lambda b=bulk: b.read_states(spark).write.format("noop").mode("overwrite").save())
@@ -114,7 +114,7 @@ def bench_real(spark: SparkSession, n: int, sample: int) -> list[tuple[str, str]
         client = KazooZkClient(server.hosts + "/bulk")
         client.start()
         version = prepare(client)
-        bulk = PartitionStateStore(client)
+        bulk = KazooStateStore(client)
         create_s = timed(lambda: bulk.write_states(states(spark, n), version).count())
         read_s = timed(
             lambda: bulk.read_states(spark).write.format("noop").mode("overwrite").save()
@@ -158,10 +158,15 @@ def bench_real(spark: SparkSession, n: int, sample: int) -> list[tuple[str, str]
 
         tree = KazooZkClient(server.hosts + "/tree")
         tree.start()
-        bootstrap_s = timed(lambda: bootstrap_cluster(tree, {}, cluster(spark, n)).count())
+        bootstrap_s = timed(
+            lambda: bootstrap_cluster(tree, {}, cluster(spark, n), KazooStateStore(tree)).count()
+        )
         failover_s = timed(
             lambda: (
-                read_cluster(tree, spark).partitions.write.format("noop").mode("overwrite").save()
+                read_cluster(tree, spark, KazooStateStore(tree))
+                .partitions.write.format("noop")
+                .mode("overwrite")
+                .save()
             )
         )
         tree.stop()

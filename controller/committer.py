@@ -23,13 +23,13 @@ from controller.context import ControllerContext
 from controller.diff import generation_diff, with_previous
 from controller.gauges import Gauges
 from controller.generation_commits import DiffTotals
+from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
 from controller.requests import RequestCount, request_count
 from controller.state_change_error_lines import error_lines
 from controller.state_change_log import state_change_lines
 from controller.state_change_store import EventStateChangeLog
 from controller.state_writer import StateWrites, write_changed_states, write_totals
-from controller.zk.partition_store import PartitionStateStore
 from statemachines import schemas as s
 from statemachines.columns import in_topics
 from statemachines.state_change_errors import ERRORS

@@ -1,10 +1,11 @@
 """Emulated brokers around the controller: registration, crashes, controlled shutdown, ISR.
 
-An ``EmulatedCluster`` owns one ZooKeeper session per broker (in-memory by default) and one
-``KafkaController`` module per broker. A crash expires the broker's session, so its ephemeral
-``/brokers/ids/<id>`` (and ``/controller``, if it held it) vanish and the watches fire exactly as
-on a real ensemble. ``drain`` delivers watches and runs every controller's queue until nothing
-is left, deterministically, on the calling thread.
+An ``EmulatedCluster`` owns one ZooKeeper session per broker on the ensemble it is given (whose
+znode times then follow the cluster's virtual clock), and one ``KafkaController`` module per
+broker, each with the ensemble's partition-state store for its session. A crash expires the
+broker's session, so its ephemeral ``/brokers/ids/<id>`` (and ``/controller``, if it held it)
+vanish and the watches fire exactly as on a real ensemble. ``drain`` delivers watches and runs
+every controller's queue until nothing is left, deterministically, on the calling thread.
 
 Followers catch up: when a committed generation has live followers outside the ISR
 (``Gauges.lagging_followers``), their leaders add them back ``catch_up_ms`` later through the
@@ -27,14 +28,12 @@ from controller import events as ev
 from controller.checkpoint import local_checkpoint, release
 from controller.gauges import lagging_positions
 from controller.kafka_controller import KafkaController
+from controller.partition_store import STATE_COLUMNS, Ensemble, PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
 from controller.state_change_store import EventStateChangeLog
 from controller.timer import Timer, VirtualClock
 from controller.zk import admin_zk_client as admin
-from controller.zk.ensemble import Ensemble, MemoryEnsemble
 from controller.zk.kafka_zk_client import create_persistent_paths, register_broker
-from controller.zk.memory import InMemoryZooKeeper
-from controller.zk.partition_store import STATE_COLUMNS, PartitionStateStore
 from controller.zk.paths import PartitionStateZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
@@ -61,7 +60,7 @@ class EmulatedCluster:
     """Brokers, their controller modules, one ZooKeeper, one virtual clock."""
 
     spark: SparkSession
-    store: InMemoryZooKeeper | Ensemble  # an in-memory store is wrapped in a MemoryEnsemble
+    zookeeper: Ensemble
     settings: ControllerSettings = field(default_factory=ControllerSettings)
     on_event: Callable[[EventRecord], None] | None = None
     clock: VirtualClock = field(default_factory=VirtualClock)
@@ -72,10 +71,9 @@ class EmulatedCluster:
 
     def __post_init__(self) -> None:
         self.timer = Timer(self.clock)
-        self.zookeeper: Ensemble = (
-            MemoryEnsemble(self.store) if isinstance(self.store, InMemoryZooKeeper) else self.store
-        )
+        self.zookeeper.use_clock(self.clock.now_ms)
         self.admin = self.zookeeper.client()
+        self.states: PartitionStateStore = self.zookeeper.state_store(self.admin)
         self._catch_up_at: set[int] = set()
         self._catch_up_due = False
         self.failed_log_dirs: set[int] = set()  # brokers whose log directory failed
@@ -110,7 +108,7 @@ class EmulatedCluster:
         create_persistent_paths(zk)
         controller = KafkaController(
             broker_id, zk, self.spark, self.clock, self.timer, self.settings,
-            self._observe, self.state_change_log,
+            self._observe, self.state_change_log, store=self.zookeeper.state_store(zk),
         )  # fmt: skip
         broker = EmulatedBroker(broker_id, rack, zk, controller)
         self.brokers[broker_id] = broker
@@ -215,8 +213,7 @@ class EmulatedCluster:
     def isr_changes(self, changes: Sequence[tuple[str, int, list[int]]]) -> None:
         """Leaders change many ISRs in one pass, as Kafka's ISR expiration task shrinks every
         lagging partition of its broker; each change is an ``isr_change``."""
-        if isinstance(self.store, InMemoryZooKeeper):
-            self.store.prefetch_partitions([(t, p) for t, p, _ in changes])
+        self.states.prefetch([(t, p) for t, p, _ in changes])
         for topic, partition, isr in changes:
             self.isr_change(topic, partition, isr)
 
@@ -271,9 +268,7 @@ class EmulatedCluster:
                 self._send_alter_isr(leader, items)
             return
         rows = local_checkpoint(rows)  # written and notified: one evaluation
-        PartitionStateStore(self.admin).write_states(
-            rows.select(*STATE_COLUMNS), ctx.epoch_zk_version
-        )
+        self.states.write_states(rows.select(*STATE_COLUMNS), ctx.epoch_zk_version)
         keys = [(r[0], r[1]) for r in rows.select(s.TOPIC, s.PARTITION).collect()]
         release(rows)
         admin.propagate_isr_changes(self.admin, keys)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from controller.checkpoint import local_checkpoint
-from controller.zk.memory_merge import named_rows, superseded
+from controller.partition_store.merge import named_rows, superseded
 from statemachines import schemas as s
 
 KEY = (s.TOPIC_INDEX, s.PARTITION)

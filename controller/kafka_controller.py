@@ -24,6 +24,7 @@ from controller.context import ControllerContext, LiveBroker
 from controller.event_manager import ControllerEventManager
 from controller.gauges import Gauges
 from controller.handlers import brokers as hb
+from controller.partition_store import PartitionStateStore, read_cluster
 from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.elections import ElectionEvents
@@ -33,14 +34,12 @@ from controller.processors.topics import TopicEvents
 from controller.records import ControllerSettings, EventRecord
 from controller.state_change_store import EventStateChangeLog
 from controller.timer import Clock, Timer
-from controller.zk.bootstrap import read_cluster
 from controller.zk.errors import ControllerMovedError
 from controller.zk.kafka_zk_client import (
     get_all_brokers,
     get_controller_id,
     register_controller_and_increment_controller_epoch,
 )
-from controller.zk.partition_store import PartitionStateStore
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.layout import to_compact
@@ -72,6 +71,8 @@ class KafkaController:
         settings: ControllerSettings | None = None,
         on_event: Callable[[EventRecord], None] | None = None,
         state_change_log: EventStateChangeLog | None = None,
+        *,
+        store: PartitionStateStore,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -80,7 +81,7 @@ class KafkaController:
         self.settings = settings or ControllerSettings()
         self.on_event = on_event or (lambda record: None)
         self.ctx = ControllerContext(spark, delete_topic_enable=self.settings.delete_topic_enable)
-        self.store = PartitionStateStore(zk)
+        self.store = store
         self.events = ControllerEventManager(self, clock, controller_id=broker_id)
         self.active_controller_id = -1
         self.committer = Committer(
@@ -235,7 +236,7 @@ class KafkaController:
         ctx, c = self.ctx, self.committer
         registered = get_all_brokers(self.zk, watch=self.brokers.broker_watch)
         ctx.set_live_brokers(LiveBroker(b.id, b.rack, b.epoch) for b in registered.values())
-        snapshot = read_cluster(self.zk, self.spark)
+        snapshot = read_cluster(self.zk, self.spark, self.store)
         for name, count in sorted(snapshot.topic_partitions.items()):
             ctx.add_topic(name, count)
         self.topics.load_topic_configs()

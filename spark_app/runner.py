@@ -24,11 +24,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from controller.emulation import EmulatedCluster
+from controller.partition_store import Ensemble, bootstrap_cluster, open_ensemble
 from controller.records import ControllerSettings, EventRecord
 from controller.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.zk import admin_zk_client as admin
-from controller.zk.bootstrap import bootstrap_cluster
-from controller.zk.ensemble import Ensemble, open_ensemble
 from controller.zk.paths import BROKER_TOPICS
 from spark_app.actions import Actor
 from spark_app.admin_validation import AdminRequestError
@@ -133,7 +132,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
     )
-    bootstrap_cluster(cluster.admin, {}, starting)
+    bootstrap_cluster(cluster.admin, {}, starting, cluster.states)
     for topic in scenario.cluster.topics:
         if topic.config.overrides():
             admin.set_topic_config(cluster.admin, topic.name, topic.config.overrides())

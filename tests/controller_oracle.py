@@ -21,12 +21,10 @@ from pyspark.sql import functions as F
 from controller import events as ev
 from controller.emulation import CONTROLLED_SHUTDOWN_MAX_RETRIES, EmulatedCluster
 from controller.kafka_controller import KafkaController
+from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
-from controller.zk import InMemoryZooKeeper
 from controller.zk.admin_zk_client import set_topic_config
-from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.kafka_zk_client import get_controller_id
-from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import ControllerEpochZNode
 from statemachines import schemas as s
 from statemachines.election_kinds import ElectionTrigger, ElectionType
@@ -233,7 +231,7 @@ class Harness:
     def __post_init__(self) -> None:
         self.cluster = EmulatedCluster(
             self.spark,
-            InMemoryZooKeeper(),
+            EmulatedEnsemble(),
             SETTINGS,
             self.records.append,
             catch_up_ms=NO_CATCH_UP_MS,
@@ -242,9 +240,8 @@ class Harness:
         if self.previous_controller_epoch:
             epoch = ControllerEpochZNode.encode(self.previous_controller_epoch)
             self.admin.create(ControllerEpochZNode.path(), epoch, makepath=True)
-        bootstrap_cluster(
-            self.admin, {}, self.spark.createDataFrame(self.spec.rows(), s.PARTITIONS_SCHEMA)
-        )
+        rows = self.spark.createDataFrame(self.spec.rows(), s.PARTITIONS_SCHEMA)
+        bootstrap_cluster(self.admin, {}, rows, self.cluster.states)
         self.unclean_topics = set(self.spec.unclean_topics)
         for topic in sorted(self.unclean_topics):
             set_topic_config(self.admin, topic, {UNCLEAN: "true"})
@@ -339,7 +336,7 @@ class Harness:
         table = to_public_partitions(ctx.partitions, ctx.topics_frame()).withColumn(
             "_controller", F.lit(True)
         )
-        zk = PartitionStateStore(self.admin).read_states(self.spark)
+        zk = self.cluster.states.read_states(self.spark)
         rows = table.unionByName(
             zk.withColumn("_controller", F.lit(False)), allowMissingColumns=True
         ).collect()

@@ -14,9 +14,8 @@ from pyspark.sql import SparkSession
 from controller import events as ev
 from controller.emulation import EmulatedCluster
 from controller.kafka_controller import KafkaController
+from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
-from controller.zk import InMemoryZooKeeper
-from controller.zk.bootstrap import bootstrap_cluster
 from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import ControllerEpochZNode, ControllerZNode, PartitionStateZNode
@@ -34,13 +33,12 @@ U0 = ("u", 0, [3], [], [], [3], 3, 0, 0, 1, "OnlinePartition")
 
 @pytest.fixture
 def cluster(spark: SparkSession) -> Iterator[tuple[EmulatedCluster, list[EventRecord]]]:
-    store = InMemoryZooKeeper()
-    admin = store.client()
-    admin.start()
-    bootstrap_cluster(admin, {}, spark.createDataFrame([T0, U0], s.PARTITIONS_SCHEMA))
+    ensemble = EmulatedEnsemble()
     records: list[EventRecord] = []
     settings = ControllerSettings(auto_leader_rebalance_enable=False)
-    c = EmulatedCluster(spark, store, settings, on_event=records.append)
+    c = EmulatedCluster(spark, ensemble, settings, on_event=records.append)
+    partitions = spark.createDataFrame([T0, U0], s.PARTITIONS_SCHEMA)
+    bootstrap_cluster(c.admin, {}, partitions, c.states)
     for b in (1, 2, 3):
         c.add_broker(b)
     for b in (1, 2, 3):  # all registered; then broker 1's controller module starts first
@@ -49,7 +47,7 @@ def cluster(spark: SparkSession) -> Iterator[tuple[EmulatedCluster, list[EventRe
         c.brokers[b].controller.startup()
         c.drain()
     yield c, records
-    store.close()
+    ensemble.close()
 
 
 def _zk_state(c: EmulatedCluster, topic: str, p: int) -> tuple[int, int, list[int], int, int]:
@@ -167,7 +165,8 @@ def test_generations_and_the_zookeeper_table_keep_a_bounded_size_estimate(cluste
     active = c.active_controller()
     assert active is not None and active.ctx.partitions is not None
     # Both tables are a base and a delta of recent changes over it, each checkpointed.
-    generations, region = active.ctx.store, c.store.partitions
+    assert isinstance(c.zookeeper, EmulatedEnsemble)
+    generations, region = active.ctx.store, c.zookeeper.region
     assert generations.delta is not None and region.delta is not None
     assert estimate_digits(generations.base) <= LONG_MAX_DIGITS
     assert estimate_digits(generations.delta) <= LONG_MAX_DIGITS

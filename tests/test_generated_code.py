@@ -22,9 +22,10 @@ from controller.context import ControllerContext, LiveBroker
 from controller.diff import with_previous
 from controller.handlers import brokers as h
 from controller.handlers import reassignment as hr
+from controller.partition_store import STATES_SCHEMA, PartitionRegion, SparkStateStore
 from controller.requests import RequestCount, request_batches, request_count
 from controller.state_change_log import state_change_lines
-from controller.zk import STATES_SCHEMA, InMemoryZooKeeper, PartitionStateStore
+from controller.zk import InMemoryZooKeeper
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.local_rows import local_frame
@@ -111,12 +112,13 @@ def test_state_change_log_plans_share_their_code_across_controllers(
 def test_zookeeper_writes_compile_nothing_new_across_zxids(spark: SparkSession) -> None:
     # Through the store: the optimizer folds a literal zxid or time across the updates' join into
     # the merge's pass over the whole table, so only the real write path shows whether it does.
-    store = InMemoryZooKeeper()
+    region = PartitionRegion()
+    store = InMemoryZooKeeper(region=region)
     client = store.client()
     client.start()
     client.ensure_path("/brokers/topics/a")
     epoch_version = elect(client, 1)
-    writer = PartitionStateStore(client)
+    writer = SparkStateStore(client, region)
     compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
 
     def write(version: int) -> int:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from controller.zk.memory_rows import INTERNAL_SCHEMA
+from controller.partition_store.rows import INTERNAL_SCHEMA
 from statemachines.local_rows import local_frame
 
 SCHEMA = "k int, name string, isr array<int>, data binary, zxid bigint, ok boolean"

@@ -25,10 +25,10 @@ from controller.committer import Committer
 from controller.context import ControllerContext
 from controller.event_manager import ControllerEventManager
 from controller.handlers.tracked import tracked
+from controller.partition_store import PartitionStateStore
 from controller.processors.brokers import BrokerEvents
 from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import fenced_delete
-from controller.zk.partition_store import PartitionStateStore
 from controller.zk.paths import (
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,

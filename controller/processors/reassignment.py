@@ -22,7 +22,7 @@ from controller.committer import Committer
 from controller.context import ControllerContext
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
-from controller.zk.bootstrap import topic_znode_json
+from controller.partition_store.bootstrap import topic_znode_json
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
 from controller.zk.protocol import ZkClient

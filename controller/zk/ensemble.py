@@ -4,6 +4,7 @@
 session per broker, expire one as the server would, wait until every triggered watch has run, and
 close everything. ``Ensemble`` is that surface; ``MemoryEnsemble`` wraps an ``InMemoryZooKeeper``
 and ``KazooEnsemble`` opens real kazoo sessions (``KazooZkClient``) to a ZooKeeper server.
+(``controller.partition_store.ensembles`` adds each one's bulk partition-state store.)
 
 Session expiry on a real server (``KazooEnsemble.expire_session``):
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import SequentialThreadingHandler
@@ -45,6 +46,16 @@ from controller.zk.kazoo_client import KazooZkClient
 from controller.zk.memory import InMemoryZooKeeper
 from controller.zk.memory_client import InMemoryClient
 from controller.zk.protocol import ZkClient
+
+C = TypeVar("C")
+
+
+def owned_session(clients: list[C], client: ZkClient) -> C:
+    """``client`` as one of ``clients`` (the sessions an ensemble opened), else ValueError."""
+    owned = next((c for c in clients if c is client), None)
+    if owned is None:
+        raise ValueError("not a session of this ensemble")
+    return owned
 
 
 class Ensemble(Protocol):
@@ -62,6 +73,11 @@ class Ensemble(Protocol):
 
     def wait_idle(self) -> None:
         """Return once every watch callback triggered by writes made so far has run."""
+        ...
+
+    def use_clock(self, clock_ms: Callable[[], int]) -> None:
+        """Stamp znode times with ``clock_ms`` from now on (an emulation's virtual clock); a
+        real server keeps its own clock."""
         ...
 
     def close(self) -> None:
@@ -84,15 +100,17 @@ class MemoryEnsemble:
         return client
 
     def expire_session(self, client: ZkClient, reconnect: bool) -> InMemoryClient:
-        if not isinstance(client, InMemoryClient) or client.store is not self.store:
-            raise ValueError("not a session of this ensemble")
-        if client.session_id is None:
+        owned = owned_session(self._clients, client)
+        if owned.session_id is None:
             raise ValueError("the client has no live session")
-        self.store.expire_session(client.session_id, reconnect=reconnect)
-        return client
+        self.store.expire_session(owned.session_id, reconnect=reconnect)
+        return owned
 
     def wait_idle(self) -> None:
         self.store.wait_idle()
+
+    def use_clock(self, clock_ms: Callable[[], int]) -> None:
+        self.store.use_clock(clock_ms)
 
     def close(self) -> None:
         """Stop this ensemble's sessions; a store created here is closed too, a given one not."""
@@ -176,8 +194,7 @@ class KazooEnsemble:
 
     def expire_session(self, client: ZkClient, reconnect: bool) -> KazooZkClient:
         with self._lock:
-            if not isinstance(client, KazooZkClient) or client not in self._clients:
-                raise ValueError("not a session of this ensemble")
+            client = owned_session(self._clients, client)
         old = client.client_id
         if old is None or not client.connected:
             raise ValueError("the client has no live session")
@@ -236,6 +253,9 @@ class KazooEnsemble:
             if sum(h.finished for h in handlers) == finished:
                 return
 
+    def use_clock(self, clock_ms: Callable[[], int]) -> None:
+        """Nothing to do: the server stamps znodes with its own clock."""
+
     def close(self) -> None:
         with self._lock:
             clients, self._clients = self._clients, []
@@ -262,14 +282,3 @@ def _reattached(states: list[str]) -> bool:
 def _wait_for(cond: threading.Condition, predicate: Callable[[], bool], deadline: float) -> None:
     if not cond.wait_for(predicate, timeout=max(deadline - time.monotonic(), 0.0)):
         raise TimeoutError("ZooKeeper session did not reach the expected state")
-
-
-def open_ensemble(mode: str, connect: str | None = None) -> Ensemble:
-    """The ensemble a scenario's ``zookeeper`` section names: ``emulated`` or ``kazoo``."""
-    if mode == "emulated":
-        return MemoryEnsemble()
-    if mode == "kazoo":
-        if not connect:
-            raise ValueError("zookeeper mode kazoo needs connect: 'host:port[/chroot]'")
-        return KazooEnsemble(connect)
-    raise ValueError(f"unknown zookeeper mode {mode!r}; expected 'emulated' or 'kazoo'")

@@ -1,18 +1,19 @@
 """The real backend: a thin adapter over ``kazoo.client.KazooClient``, plus ``connect``.
 
 ``KazooZkClient`` exposes exactly the surface of ``ZkClient`` (``controller.zk.protocol``) and
-delegates each call; ``.kazoo`` is the underlying client for the bulk partition-state store, which
-pipelines async requests. ``connect()`` returns a started client of either backend.
+delegates each call; ``.kazoo`` is the underlying client for bulk stores that pipeline async
+requests. ``connect()`` returns a started client of either backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
+from controller.zk.kazoo_bulk import GET_DATA, multi_read
 from controller.zk.memory import InMemoryClient, InMemoryZooKeeper
 
 WatchFn = Callable[[WatchedEvent], Any]
@@ -68,6 +69,10 @@ class KazooZkClient:
         self, path: str, watch: WatchFn | None = None, include_data: bool = False
     ) -> list[str] | tuple[list[str], ZnodeStat]:
         return self.kazoo.get_children(path, watch=watch, include_data=include_data)
+
+    def get_many(self, paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
+        """``(path, (data, stat))`` per path, or ``(path, exception)``: pipelined multiReads."""
+        yield from multi_read(self.kazoo, GET_DATA, paths, 1000, 8)
 
     def sync(self, path: str) -> str:
         return self.kazoo.sync(path)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from kazoo.exceptions import (
     ConnectionClosedError,
@@ -17,36 +17,32 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent, ZnodeStat
 
+from controller.zk.memory_server import BulkTransaction, Server
 from controller.zk.memory_transaction import InMemoryTransaction
 from controller.zk.memory_tree import DELETED
-from controller.zk.paths import BROKER_TOPICS
+from controller.zk.memory_watches import Watches, WatchFn
 
-if TYPE_CHECKING:
-    from controller.zk.memory import InMemoryZooKeeper
-
-WatchFn = Callable[[WatchedEvent], Any]
+T = TypeVar("T")
 _session_ids = itertools.count(0x1_0000_0000)
 
 
 class InMemoryClient:
     """A kazoo-shaped client of an ``InMemoryZooKeeper``; see the module docstring."""
 
-    def __init__(self, store: InMemoryZooKeeper) -> None:
+    def __init__(self, store: Server) -> None:
         self.store = store
         self.session_id: int | None = None
         self._password = b""
         self.client_state: str = KeeperState.CLOSED
         self.state: str = KazooState.LOST
         self.state_listeners: dict[Callable[[str], Any], None] = {}
-        self._data_watchers: dict[str, dict[WatchFn, None]] = {}
-        self._child_watchers: dict[str, dict[WatchFn, None]] = {}
+        self.watches = Watches()
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, timeout: float = 15) -> None:
         with self.store.lock:
             if self.client_state != KeeperState.CONNECTED:
-                if self not in self.store._clients:
-                    self.store._clients.append(self)
+                self.store.attach(self)
                 self._open_session()
 
     def stop(self) -> None:
@@ -78,6 +74,18 @@ class InMemoryClient:
     def remove_listener(self, listener: Callable[[str], Any]) -> None:
         self.state_listeners.pop(listener, None)
 
+    def expire(self, reconnect: bool) -> None:
+        """The server expired this client's session (``InMemoryZooKeeper.expire_session``)."""
+        assert self.session_id is not None
+        session = self.session_id
+        # kazoo first sees the server drop the connection (SUSPENDED; its watches get a
+        # NONE/CONNECTING event), then learns the session expired (LOST).
+        self._suspend()
+        self._lose(KeeperState.EXPIRED_SESSION)
+        self.store.close_session(session)
+        if reconnect:
+            self._open_session()
+
     def _open_session(self) -> None:
         self.session_id = next(_session_ids)
         self._password = os.urandom(16)
@@ -98,11 +106,8 @@ class InMemoryClient:
 
     def _flush_watches(self, keeper_state: str) -> None:
         event = WatchedEvent(EventType.NONE, keeper_state, None)
-        watchers = [*self._child_watchers.values(), *self._data_watchers.values()]
-        self._child_watchers, self._data_watchers = {}, {}
-        for fns in watchers:
-            for fn in fns:
-                self.store.dispatcher.submit(fn, event)
+        for fn in self.watches.clear():
+            self.store.dispatcher.submit(fn, event)
 
     def _change_state(self, state: str) -> None:
         if state == self.state:
@@ -131,7 +136,7 @@ class InMemoryClient:
         with self.store.lock:
             self._live()
             stat = self.store.tree.stat(path)
-            self._watch(self._data_watchers, path, watch)
+            self._watch(self.watches.data, path, watch)
             return stat
 
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, ZnodeStat]:
@@ -140,7 +145,7 @@ class InMemoryClient:
             node = self.store.tree.lookup(path)
             if node is None:
                 raise NoNodeError(path)
-            self._watch(self._data_watchers, path, watch)
+            self._watch(self.watches.data, path, watch)
             return node.data, node.stat(self.store.tree.extra_children(path))
 
     def get_children(
@@ -149,12 +154,20 @@ class InMemoryClient:
         with self.store.lock:
             self._live()
             children = self.store.tree.children(path)
-            self._watch(self._child_watchers, path, watch)
+            self._watch(self.watches.child, path, watch)
             if include_data:
                 stat = self.store.tree.stat(path)
                 assert stat is not None
                 return children, stat
             return children
+
+    def get_many(self, paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
+        """``(path, (data, stat))`` per path, or ``(path, NoNodeError)`` where it is missing."""
+        for path in paths:
+            try:
+                yield path, self.get(path)
+            except NoNodeError as exc:
+                yield path, exc
 
     def sync(self, path: str) -> str:
         return path
@@ -216,14 +229,13 @@ class InMemoryClient:
         tree = self.store.tree
         if tree.lookup(path) is None:
             return True
-        # Partition znodes of whole topics go in one DataFrame step, not one op per znode.
-        for node_path in sorted(tree.nodes):
-            if (node_path == path or node_path.startswith(f"{path}/")) and node_path.endswith(
-                "/partitions"
-            ):
-                topic = node_path.split("/")[3] if node_path.count("/") == 4 else None
-                if topic is not None and node_path == f"{BROKER_TOPICS}/{topic}/partitions":
-                    self._drop_partition_nodes(topic)
+        # A region's nodes below a tree node go in one bulk step, not one op per znode.
+        region = self.store.region
+        if region is not None:
+            for node_path in sorted(tree.nodes):
+                within = node_path == path or node_path.startswith(f"{path}/")
+                if within and region.child_count(node_path):
+                    self._drop_region_children(node_path)
         order: list[str] = []
         stack = [path]
         while stack:
@@ -234,16 +246,23 @@ class InMemoryClient:
             self.store.run(lambda st, p=node_path: st.delete(p))
         return True
 
-    def _drop_partition_nodes(self, topic: str) -> None:
-        prefix = f"{BROKER_TOPICS}/{topic}/partitions/"
+    def _drop_region_children(self, path: str) -> None:
+        assert self.store.region is not None
+        prefix = f"{path}/"
         watched = [
             p
-            for c in self.store._clients
-            for p in [*c._data_watchers, *c._child_watchers]
+            for session in self.store.sessions
+            for p in session.watches.paths()
             if p.startswith(prefix) and self.store.tree.lookup(p) is not None
         ]
-        self.store.partitions.drop_topic(topic)
+        self.store.region.drop_children(path)
         self.store.fire([(DELETED, p) for p in sorted(set(watched), reverse=True)])
 
     def transaction(self) -> InMemoryTransaction:
-        return InMemoryTransaction(self)
+        return InMemoryTransaction(self.store, self._live)
+
+    def bulk(self, op: Callable[[BulkTransaction], T]) -> T:
+        """Run ``op`` on the store's bulk hook (``Server.bulk``) in this client's session."""
+        with self.store.lock:
+            self._live()
+            return self.store.bulk(op)

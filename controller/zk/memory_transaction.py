@@ -10,14 +10,12 @@ raised.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.exceptions import RolledBackError, RuntimeInconsistency, ZookeeperError
 
+from controller.zk.memory_server import Server
 from controller.zk.memory_tree import Staging
-
-if TYPE_CHECKING:
-    from controller.zk.memory import InMemoryClient
 
 Op = Callable[[Staging, int], Any]
 
@@ -31,10 +29,12 @@ def _check_types(path: Any, **typed: tuple[Any, type]) -> None:
 
 
 class InMemoryTransaction:
-    """Builder of one multi-op; ``commit()`` applies it atomically."""
+    """Builder of one multi-op; ``commit()`` applies it atomically on ``server`` for the
+    session ``live()`` returns (it raises when the client has none)."""
 
-    def __init__(self, client: InMemoryClient) -> None:
-        self.client = client
+    def __init__(self, server: Server, live: Callable[[], int]) -> None:
+        self.server = server
+        self.live = live
         self.operations: list[Op] = []
         self.committed = False
 
@@ -69,9 +69,9 @@ class InMemoryTransaction:
         if self.committed:
             raise ValueError("Transaction already committed")
         self.committed = True
-        store = self.client.store
+        store = self.server
         with store.lock:
-            session = self.client._live()
+            session = self.live()
             staging = Staging(store.tree)
             results: list[Any] = []
             for i, op in enumerate(self.operations):

@@ -7,9 +7,10 @@ multi all-or-nothing. Error precedence per op follows ZooKeeper's ``PrepRequestP
 create — NoNode (parent), NodeExists, NoChildrenForEphemerals; set/check — NoNode, BadVersion;
 delete — NoNode, BadVersion, NotEmpty.
 
-Partition znodes (``/brokers/topics/T/partitions/P`` and ``.../P/state``) may be owned by a
-``Region`` (the DataFrame-backed subtree); the tree asks it for those nodes and hands it their
-committed changes, so single ops on them behave like on any other znode.
+A subtree may be owned by a ``Region`` given to the store at construction (the emulation's
+partition znodes ``/brokers/topics/T/partitions/P`` and ``.../P/state``, millions of them, kept
+outside Python objects); the tree asks it for those nodes and hands it their committed changes,
+so single ops on them behave like on any other znode.
 """
 
 from __future__ import annotations
@@ -71,13 +72,40 @@ class Znode:
 
 
 class Region(Protocol):
-    """A subtree stored outside the dict tree (see ``memory_partitions``)."""
+    """A subtree stored outside the dict tree, at the level of znodes.
 
-    def owns(self, path: str) -> bool: ...
-    def lookup(self, path: str) -> Znode | None: ...
-    def child_names(self, path: str) -> list[str]: ...
-    def child_count(self, path: str) -> int: ...
-    def commit(self, changes: dict[str, Znode | None]) -> None: ...
+    Its nodes cannot be ephemeral, and below a region node only region nodes may live. The
+    tree calls it under the store's lock.
+    """
+
+    def owns(self, path: str) -> bool:
+        """Whether ``path`` (existing or not) belongs to the region."""
+        ...
+
+    def lookup(self, path: str) -> Znode | None:
+        """The committed node at ``path`` (owned), or None."""
+        ...
+
+    def child_names(self, path: str) -> list[str]:
+        """Names of the region's children of ``path`` (a node of the tree or of the region)."""
+        ...
+
+    def child_count(self, path: str) -> int:
+        """``len(child_names(path))``, without listing them."""
+        ...
+
+    def commit(self, changes: dict[str, Znode | None]) -> None:
+        """Publish a transaction's changes to owned paths (None: deleted)."""
+        ...
+
+    def drop_children(self, path: str) -> None:
+        """Delete every region node below ``path`` at once (a recursive delete's bulk step;
+        the caller fires the watches and deletes ``path`` itself)."""
+        ...
+
+    def close(self) -> None:
+        """Free what the region holds; the store is closing."""
+        ...
 
 
 def split(path: str) -> tuple[str, str]:

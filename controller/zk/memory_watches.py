@@ -14,6 +14,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.protocol.states import WatchedEvent
+
+from controller.zk.memory_tree import CHILD, DELETED
+
 log = logging.getLogger(__name__)
 
 _STOP = object()
@@ -62,3 +66,34 @@ class Dispatcher:
                     log.exception("error in ZooKeeper callback %r", fn)
             finally:
                 self._queue.task_done()
+
+
+WatchFn = Callable[[WatchedEvent], Any]
+
+
+class Watches:
+    """One session's pending one-shot watches: data watches (``exists``/``get``) and child
+    watches (``get_children``), by path, each in the order they were set."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[WatchFn, None]] = {}
+        self.child: dict[str, dict[WatchFn, None]] = {}
+
+    def paths(self) -> list[str]:
+        """Every watched path (data watches first), for bulk writes that must fire them."""
+        return [*self.data, *self.child]
+
+    def triggered(self, kind: str, path: str) -> list[WatchFn]:
+        """Remove and return the watches an event of ``kind`` on ``path`` triggers."""
+        fns: list[WatchFn] = []
+        if kind != CHILD:
+            fns += self.data.pop(path, {})
+        if kind in (CHILD, DELETED):
+            fns += self.child.pop(path, {})
+        return fns
+
+    def clear(self) -> list[WatchFn]:
+        """Remove and return every pending watch (child watches first)."""
+        fns = [fn for table in (*self.child.values(), *self.data.values()) for fn in table]
+        self.data, self.child = {}, {}
+        return fns

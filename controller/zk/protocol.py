@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
@@ -40,6 +40,11 @@ class ZkClient(Protocol):
     def get_children(
         self, path: str, watch: WatchFn | None = None, include_data: bool = False
     ) -> Any: ...
+    def get_many(self, paths: Iterable[str]) -> Iterator[tuple[str, Any]]:
+        """``(path, (data, stat))`` per path in order, or ``(path, exception)`` (``NoNodeError``
+        where it is missing), without watches: the backend batches the reads it can."""
+        ...
+
     def create(
         self, path: str, value: bytes = b"", acl: Any = None, ephemeral: bool = False,
         sequence: bool = False, makepath: bool = False, include_data: bool = False,

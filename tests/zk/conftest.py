@@ -14,6 +14,12 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from controller.partition_store import (
+    KazooStateStore,
+    PartitionRegion,
+    PartitionStateStore,
+    SparkStateStore,
+)
 from controller.zk import InMemoryZooKeeper, KazooZkClient, ZkClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,9 +52,11 @@ class ZkHarness:
         self.backend = backend
         self.clients: list[Any] = []
         self.store: InMemoryZooKeeper | None = None
+        self.region: PartitionRegion | None = None
         self.hosts = ""
         if backend == "memory":
-            self.store = InMemoryZooKeeper()
+            self.region = PartitionRegion()
+            self.store = InMemoryZooKeeper(region=self.region)
         else:
             assert server is not None
             chroot = f"/test-{uuid.uuid4().hex[:12]}"
@@ -65,6 +73,12 @@ class ZkHarness:
         client.start()
         self.clients.append(client)
         return client
+
+    def state_store(self, client: Any) -> PartitionStateStore:
+        """The bulk partition-state store for one of this harness's clients."""
+        if self.region is not None:
+            return SparkStateStore(client, self.region)
+        return KazooStateStore(client)
 
     def expire(self, client: Any, timeout: float = 10.0) -> None:
         """Expire ``client``'s session for real and wait until it has reconnected (LOST, CONNECTED)."""

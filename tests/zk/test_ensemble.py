@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -11,12 +11,12 @@ from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from zk_server import ZooKeeperServer
 
+from controller.partition_store import EmulatedEnsemble, open_ensemble
 from controller.zk import InMemoryZooKeeper
 from controller.zk.ensemble import (
     Ensemble,
     KazooEnsemble,
     MemoryEnsemble,
-    open_ensemble,
     split_connect,
 )
 from controller.zk.protocol import ZkClient
@@ -30,22 +30,24 @@ class Namespaces:
         self.server = server
         self.stores: list[InMemoryZooKeeper] = []
         self.ensembles: list[Ensemble] = []
+        self._observers: dict[int, Callable[[], Ensemble]] = {}  # by id of the ensemble
 
     def new(self) -> Ensemble:
         if self.server is None:
-            self.stores.append(InMemoryZooKeeper())
-            return self._track(MemoryEnsemble(self.stores[-1]))
-        return self._track(KazooEnsemble(f"{self.server.hosts}/ens-{uuid.uuid4().hex[:12]}"))
+            store = InMemoryZooKeeper()
+            self.stores.append(store)
+            return self._track(MemoryEnsemble(store), lambda: MemoryEnsemble(store))
+        connect = f"{self.server.hosts}/ens-{uuid.uuid4().hex[:12]}"
+        return self._track(KazooEnsemble(connect), lambda: KazooEnsemble(connect))
 
     def same(self, ensemble: Ensemble) -> Ensemble:
         """Another ensemble on ``ensemble``'s namespace (an outside observer)."""
-        if isinstance(ensemble, MemoryEnsemble):
-            return self._track(MemoryEnsemble(ensemble.store))
-        assert isinstance(ensemble, KazooEnsemble)
-        return self._track(KazooEnsemble(ensemble.connect))
+        observer = self._observers[id(ensemble)]
+        return self._track(observer(), observer)
 
-    def _track(self, ensemble: Ensemble) -> Ensemble:
+    def _track(self, ensemble: Ensemble, observer: Callable[[], Ensemble]) -> Ensemble:
         self.ensembles.append(ensemble)
+        self._observers[id(ensemble)] = observer
         return ensemble
 
     def close(self) -> None:
@@ -195,7 +197,7 @@ def test_split_connect_separates_hosts_and_chroot() -> None:
 def test_open_ensemble_by_mode() -> None:
     ensemble = open_ensemble("emulated", None)
     try:
-        assert isinstance(ensemble, MemoryEnsemble)
+        assert isinstance(ensemble, EmulatedEnsemble)
         assert ensemble.client().connected
     finally:
         ensemble.close()

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controller.partition_store.topic_assignments import _decoded, topic_assignments
 from controller.zk import MalformedZnodeError
 from controller.zk.models import TopicAssignment
 from controller.zk.paths import TopicZNode
-from controller.zk.topic_assignments import _decoded, topic_assignments
 from statemachines.local_rows import local_frame
 from tests.test_checkpoint import checkpointed_rdd_id, persisted_rdd_ids
 

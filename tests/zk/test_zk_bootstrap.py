@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from controller.zk.bootstrap import bootstrap_cluster, read_cluster
+from controller.partition_store import bootstrap_cluster, read_cluster
 from controller.zk.models import BrokerRegistration
 from controller.zk.paths import PERSISTENT_PATHS, PartitionStateZNode, TopicZNode
 from statemachines.schemas import PARTITIONS_SCHEMA
@@ -46,7 +46,8 @@ def test_bootstrap_writes_kafka_layout_and_read_cluster_restores_it(zk, spark) -
     client = zk.client()
     partitions = spark.createDataFrame(ROWS, PARTITIONS_SCHEMA)
     brokers = {1: _broker(1), 2: _broker(2)}
-    assert bootstrap_cluster(client, brokers, partitions).count() == 0
+    store = zk.state_store(client)
+    assert bootstrap_cluster(client, brokers, partitions, store).count() == 0
 
     for path in PERSISTENT_PATHS:
         assert client.exists(path) is not None
@@ -65,7 +66,7 @@ def test_bootstrap_writes_kafka_layout_and_read_cluster_restores_it(zk, spark) -
     }  # fmt: skip
     assert client.exists(PartitionStateZNode.path("audit", 1)) is None  # NewPartition: no state
 
-    snapshot = read_cluster(client, spark)
+    snapshot = read_cluster(client, spark, store)
     assert sorted(snapshot.brokers) == [1, 2] and snapshot.brokers[1].rack == "r1"
     assert (snapshot.controller_id, snapshot.controller_epoch) == (-1, 0)
     got = sorted(tuple(r) for r in snapshot.partitions.collect())

@@ -10,15 +10,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from zk_helpers import elect
 
-from controller.zk import (
+from controller.partition_store import (
     NEW_PARTITION_VERSION,
     STATES_SCHEMA,
-    ControllerMovedError,
-    InMemoryZooKeeper,
-    MalformedZnodeError,
-    PartitionStateStore,
+    PartitionRegion,
+    SparkStateStore,
     changed_states,
 )
+from controller.zk import ControllerMovedError, InMemoryZooKeeper, MalformedZnodeError
 from controller.zk.paths import PartitionStateZNode
 from statemachines.schemas import LEADER_EPOCH, PARTITION, TOPIC, ZK_VERSION, schema_problems
 
@@ -47,15 +46,20 @@ def _states(
 
 
 class _Started:
-    """A ``zk`` fixture stand-in over one in-memory store: started clients."""
+    """A ``zk`` fixture stand-in over one in-memory store with a partition region: started
+    clients and their stores."""
 
-    def __init__(self, store: InMemoryZooKeeper) -> None:
-        self.store = store
+    def __init__(self) -> None:
+        self.region = PartitionRegion()
+        self.store = InMemoryZooKeeper(region=self.region)
 
     def client(self):
         client = self.store.client()
         client.start()
         return client
+
+    def state_store(self, client) -> SparkStateStore:
+        return SparkStateStore(client, self.region)
 
 
 def _rows(df: DataFrame) -> list[tuple]:
@@ -65,7 +69,7 @@ def _rows(df: DataFrame) -> list[tuple]:
 def test_bulk_round_trip_of_100k_partition_states(zk, spark) -> None:
     n, topics = 100_000, [f"t{i}" for i in range(10)]
     client, epoch_version = _cluster(zk, topics)
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     assert store.write_states(_states(spark, n, 10), epoch_version).count() == 0
 
     read = store.read_states(spark)
@@ -98,7 +102,7 @@ def test_bulk_round_trip_of_100k_partition_states(zk, spark) -> None:
 
 def test_create_update_errors_per_row(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     rows = [
         ("a", 0, 1, 0, [1, 2], 1, -1),
         ("a", 1, 2, 0, [2, 1], 1, -1),
@@ -130,7 +134,7 @@ def test_create_update_errors_per_row(zk, spark) -> None:
 
 def test_a_topic_created_between_writes_takes_creates_at_the_next(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     first = [("a", 0, 1, 0, [1], 1, -1), ("b", 0, 1, 0, [1], 1, -1)]
     failed = store.write_states(spark.createDataFrame(first, STATES_SCHEMA), epoch_version)
     assert [(r.topic, r.error) for r in failed.collect()] == [("b", "NONODE")]
@@ -147,7 +151,7 @@ def test_a_topic_created_between_writes_takes_creates_at_the_next(zk, spark) -> 
 
 def test_a_row_written_several_times_ends_at_that_many_versions(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     schema = f"{STATES_SCHEMA.simpleString()[7:-1]}, writes int"
     created = [("a", 0, 1, 0, [1, 2], 1, -1, 1), ("a", 1, 2, 0, [2], 1, -1, 3)]
     assert store.write_states(spark.createDataFrame(created, schema), epoch_version).count() == 0
@@ -166,7 +170,7 @@ def test_a_row_written_several_times_ends_at_that_many_versions(zk, spark) -> No
 
 def test_bulk_write_is_fenced_by_the_controller_epoch(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     rows = spark.createDataFrame([("a", 0, 1, 0, [1], 1, -1)], STATES_SCHEMA)
     store.write_states(rows, epoch_version)
     rival = zk.client()
@@ -180,7 +184,7 @@ def test_bulk_write_is_fenced_by_the_controller_epoch(zk, spark) -> None:
 
 def test_single_ops_and_watches_interoperate_with_bulk(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     store.write_states(_states(spark, 6, 1).withColumn(TOPIC, F.lit("a")), epoch_version)
     path = PartitionStateZNode.path("a", 2)
     data, stat = client.get(path)
@@ -210,7 +214,7 @@ def test_single_ops_and_watches_interoperate_with_bulk(zk, spark) -> None:
 
 def test_malformed_state_znode_is_reported_with_its_path(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     store.write_states(
         spark.createDataFrame([("a", 0, 1, 0, [1], 1, -1)], STATES_SCHEMA), epoch_version
     )
@@ -233,16 +237,17 @@ def test_changed_states_keeps_only_rows_that_differ(spark) -> None:
 def test_creates_into_a_populated_store_keep_its_partitioning(spark) -> None:
     # Creates are merged apart from the scan of the table (one small tail per write); the
     # table's partition count must not grow with every topic created.
-    store = InMemoryZooKeeper()
-    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
-    writer = PartitionStateStore(client)
+    zk = _Started()
+    store = zk.store
+    client, epoch_version = _cluster(zk, [f"t{i}" for i in range(10)])
+    writer = zk.state_store(client)
     assert writer.write_states(_states(spark, 1000, 10), epoch_version).count() == 0
-    start = store.partitions.table.rdd.getNumPartitions()
+    start = zk.region.table.rdd.getNumPartitions()
     for i in range(10):
         client.create(f"/brokers/topics/new{i}", b'{"version":3,"partitions":{}}')
         one = _states(spark, 3, 1).withColumn(TOPIC, F.lit(f"new{i}"))
         assert writer.write_states(one, epoch_version).count() == 0
-    assert store.partitions.table.rdd.getNumPartitions() <= 2 * start
+    assert zk.region.table.rdd.getNumPartitions() <= 2 * start
     read = writer.read_states(spark)
     assert read.count() == 1030
     assert read.filter(F.col(TOPIC) == "new9").select(PARTITION).orderBy(PARTITION).collect() == [
@@ -256,15 +261,15 @@ def test_creates_into_a_populated_store_keep_its_partitioning(spark) -> None:
 def test_bulk_write_counts_outcomes_across_the_table_pass_and_the_new_rows(spark) -> None:
     # NONODE comes from both passes: a partition node without a state (in the table) and a
     # partition with no node at all (merged apart); the counts must add up, not overwrite.
-    store = InMemoryZooKeeper()
-    client = store.client()
-    client.start()
+    zk = _Started()
+    store = zk.store
+    client = zk.client()
     client.create("/brokers/topics/a", b'{"version":3,"partitions":{}}', makepath=True)
     client.create("/brokers/topics/a/partitions/0/state", b"{}", makepath=True)
     client.delete("/brokers/topics/a/partitions/0/state")
     rows = [("a", 0, 1, 1, [1], 1, 0), ("a", 7, 1, 1, [1], 1, 0), ("a", 8, 1, 0, [1], 1, -1)]
     updates = spark.createDataFrame(rows, STATES_SCHEMA).withColumn("writes", F.lit(1))
-    outcome = store.partitions.bulk_write(updates, 10, 0, ["a"], [], rows=3)
+    outcome = zk.region.bulk_write(updates, 10, 0, ["a"], [], rows=3)
     assert outcome.counts == {("a", "NONODE"): 2, ("a", "created"): 1}
     assert {(r.partition, r.error) for r in outcome.failed.collect()} == {
         (0, "NONODE"),
@@ -276,11 +281,11 @@ def test_bulk_write_counts_outcomes_across_the_table_pass_and_the_new_rows(spark
 def test_small_writes_supersede_rows_through_a_delta_until_it_outgrows_its_bound(spark) -> None:
     # An event's few changed states must not rewrite the whole table; what they supersede must
     # read back everywhere (bulk reads, single ops, version checks) before and after the fold.
-    store = InMemoryZooKeeper()
-    region = store.partitions
+    zk = _Started()
+    store, region = zk.store, zk.region
     region.broadcast_rows = 250
-    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
-    writer = PartitionStateStore(client)
+    client, epoch_version = _cluster(zk, [f"t{i}" for i in range(10)])
+    writer = zk.state_store(client)
 
     def versions() -> dict[tuple[str, int], int]:
         return {
@@ -328,10 +333,11 @@ def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
         return {int(i.id()) for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
 
     before = cached()
-    store = InMemoryZooKeeper()
-    store.partitions.broadcast_rows = 250
-    client, epoch_version = _cluster(_Started(store), [f"t{i}" for i in range(10)])
-    writer = PartitionStateStore(client)
+    zk = _Started()
+    store = zk.store
+    zk.region.broadcast_rows = 250
+    client, epoch_version = _cluster(zk, [f"t{i}" for i in range(10)])
+    writer = zk.state_store(client)
     assert writer.write_states(_states(spark, 1000, 10), epoch_version).count() == 0
     for version in range(4):  # small writes: three deltas, then a fold into a new base
         small = _states(spark, 100, 10, version=version)
@@ -341,7 +347,7 @@ def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
     whole = whole.unionByName(_states(spark, 1000, 10, version=0).where(F.col(PARTITION) >= 10))
     assert writer.write_states(whole, epoch_version).count() == 0  # 1,000 rows: a full merge
     assert len(cached() - before) <= 1  # its merge result is the new base
-    assert store.partitions.delta is None
+    assert zk.region.delta is None
     store.close()
     assert cached() - before == set()
 
@@ -349,14 +355,14 @@ def test_replaced_bases_deltas_and_merges_are_freed_at_once(spark) -> None:
 def test_a_prefetch_reads_the_partitions_of_many_topics_for_the_single_ops_after_it(
     spark,
 ) -> None:
-    zk = _Started(InMemoryZooKeeper())
+    zk = _Started()
     client, epoch_version = _cluster(zk, ["t0", "t1", "t2", "t3"])
-    store = PartitionStateStore(client)
+    store = zk.state_store(client)
     store.write_states(_states(spark, 40, 4), epoch_version)
     rewritten = store.read_states(spark).filter((F.col(TOPIC) == "t1") & (F.col(PARTITION) == 2))
     store.write_states(rewritten.withColumn(LEADER_EPOCH, F.lit(9)), epoch_version)  # a delta row
 
-    zk.store.prefetch_partitions([("t0", 1), ("t1", 2), ("t3", 0), ("t2", 99)])
+    store.prefetch([("t0", 1), ("t1", 2), ("t3", 0), ("t2", 99)])
     group = "single ops after a prefetch"
     spark.sparkContext.setJobGroup(group, group)
     try:

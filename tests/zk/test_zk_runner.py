@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 from zk_server import ZooKeeperServer
 
-from controller.zk.ensemble import Ensemble, KazooEnsemble, MemoryEnsemble
+from controller.partition_store import EmulatedEnsemble, Ensemble, ServerEnsemble
 from spark_app.runner import ZooKeeperUnavailableError, open_zookeeper, run
 from spark_app.scenario import scenario_from_data
 
@@ -45,9 +45,9 @@ SCENARIO = {
 @pytest.fixture(params=["memory", pytest.param("real", marks=pytest.mark.zk)])
 def ensemble(request: pytest.FixtureRequest) -> Ensemble:
     if request.param == "memory":
-        return MemoryEnsemble()
+        return EmulatedEnsemble()
     server: ZooKeeperServer = request.getfixturevalue("zk_server")
-    return KazooEnsemble(f"{server.hosts}/kce-run-{uuid.uuid4().hex[:8]}")
+    return ServerEnsemble(f"{server.hosts}/kce-run-{uuid.uuid4().hex[:8]}")
 
 
 def test_scenario_on_both_backends(spark: SparkSession, tmp_path: Path, ensemble: Ensemble) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.zk.memory_rows import INTERNAL_SCHEMA, KEY, STATE_COLUMNS
+from controller.partition_store.rows import INTERNAL_SCHEMA, KEY, STATE_COLUMNS
 from statemachines.local_rows import local_frame
 from statemachines.schemas import PARTITION, TOPIC, ZK_VERSION
 

@@ -1,7 +1,8 @@
-"""DataFrame-backed partition znodes of the in-memory ZooKeeper.
+"""DataFrame-backed partition znodes of the emulated (in-memory) ZooKeeper.
 
-``/brokers/topics/T/partitions/P`` and ``.../P/state`` number in the millions, so the in-memory
-store keeps them as rows of one checkpointed DataFrame (one row per partition node, with its state
+``/brokers/topics/T/partitions/P`` and ``.../P/state`` number in the millions, so the emulated
+ensemble is given this ``Region`` (``controller.zk.memory_tree.Region``) at construction and
+keeps them as rows of one checkpointed DataFrame (one row per partition node, with its state
 znode's payload decoded into columns and both nodes' stats), not as Python objects.
 
 * Single ops (``get``/``set``/``create``/``delete`` on one of those paths) materialise the rows of
@@ -38,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.checkpoint import local_checkpoint, release
-from controller.zk.memory_merge import (
+from controller.partition_store.merge import (
     failed_rows,
     merged_rows,
     named_rows,
@@ -46,7 +47,7 @@ from controller.zk.memory_merge import (
     superseded,
     without_base,
 )
-from controller.zk.memory_rows import (
+from controller.partition_store.rows import (
     INTERNAL_SCHEMA,
     KEY,
     ROW_COLUMNS,
@@ -79,7 +80,7 @@ class BulkOutcome:
 
 
 class PartitionRegion:
-    """The ``Region`` of ``memory_tree`` for partition znodes, plus bulk read/write."""
+    """The ``Region`` of partition znodes, plus bulk read/write (for ``SparkStateStore``)."""
 
     # A broker failure at 1e7 partitions (100 brokers, RF 3) writes ~300K states: with the write
     # broadcast the event took 20.7 s, with the full outer join of a 200K bound 36.6-40.5 s.
@@ -253,6 +254,11 @@ class PartitionRegion:
                 )
         self.dirty.clear()
         self.overlay.clear()
+
+    def drop_children(self, path: str) -> None:
+        match = _PARTITIONS.match(path)
+        if match is not None:
+            self.drop_topic(match.group(1))
 
     def drop_topic(self, topic: str) -> None:
         self.flush()

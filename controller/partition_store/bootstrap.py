@@ -1,13 +1,13 @@
 """Write a cluster into ZooKeeper in Kafka's layout, and read a Kafka-layout tree back.
 
-``bootstrap_cluster(client, brokers, partitions)`` takes a partitions DataFrame (``PARTITIONS_SCHEMA``)
+``bootstrap_cluster(client, brokers, partitions, store)`` takes a partitions DataFrame (``PARTITIONS_SCHEMA``)
 and broker registrations and writes: the persistent paths a broker creates (spec §3.1),
 ``/controller_epoch`` if missing, ``/brokers/ids/<id>`` (ephemeral, owned by ``client``'s session),
 ``/brokers/topics/<t>`` (version 3: full replica set and reassignment maps, built per topic by
 Spark), and the partition-state znodes of every partition that has left ``NewPartition`` (Kafka
-creates a state znode only when it first elects a leader), through the fenced bulk store.
+creates a state znode only when it first elects a leader), through the fenced bulk ``store``.
 
-``read_cluster(client, spark)`` is the reverse and only reads, so it also snapshots a real ZK-mode
+``read_cluster(client, spark, store)`` is the reverse and only reads, so it also snapshots a real ZK-mode
 Kafka cluster: point a client at its ZooKeeper (with the chroot) and get the state tables. A
 partition without a state znode is ``NewPartition``; with one it is ``OnlinePartition`` when its
 leader is a registered broker, else ``OfflinePartition`` (Kafka's startup initialisation, §5.4).
@@ -16,7 +16,7 @@ leader is a registered broker, else ``OfflinePartition`` (Kafka's startup initia
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,9 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.zk.kazoo_bulk import GET_DATA, multi_read
-from controller.zk.kazoo_client import KazooZkClient
+from controller.partition_store.states import NEW_PARTITION_VERSION, PartitionStateStore
+from controller.partition_store.topic_assignments import Assignments, topic_assignments
 from controller.zk.models import BrokerRegistration
-from controller.zk.partition_store import NEW_PARTITION_VERSION, PartitionStateStore
 from controller.zk.paths import (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -39,7 +38,6 @@ from controller.zk.paths import (
     TopicZNode,
 )
 from controller.zk.protocol import ZkClient
-from controller.zk.topic_assignments import Assignments, topic_assignments
 from statemachines.schemas import (
     ADDING_REPLICAS,
     ISR,
@@ -134,6 +132,7 @@ def bootstrap_cluster(
     client: ZkClient,
     brokers: Mapping[int, BrokerRegistration],
     partitions: DataFrame,
+    store: PartitionStateStore,
     max_bytes: int = 512 * 1024,
 ) -> DataFrame:
     """Write ``brokers`` and ``partitions`` in Kafka's layout; returns the state rows not written."""
@@ -154,25 +153,14 @@ def bootstrap_cluster(
         TOPIC, PARTITION, LEADER, LEADER_EPOCH, ISR, CONTROLLER_EPOCH_COL,
         F.lit(NEW_PARTITION_VERSION).alias(ZK_VERSION),
     )  # fmt: skip
-    return PartitionStateStore(client).write_states(with_state, epoch_version)
-
-
-def _read_many(client: ZkClient, paths: list[str]) -> Iterator[tuple[str, Any]]:
-    if isinstance(client, KazooZkClient):
-        yield from multi_read(client.kazoo, GET_DATA, paths, 1000, 8)
-        return
-    for path in paths:
-        try:
-            yield path, client.get(path)
-        except NoNodeError as exc:
-            yield path, exc
+    return store.write_states(with_state, epoch_version)
 
 
 def _assignments(client: ZkClient, spark: SparkSession) -> Assignments:
     """Every partition's assignment from the topic znodes; partitions per topic; the width."""
     topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
     payloads: list[tuple[str, bytes | None]] = []
-    for path, result in _read_many(client, [TopicZNode.path(t) for t in topics]):
+    for path, result in client.get_many([TopicZNode.path(t) for t in topics]):
         if isinstance(result, NoNodeError):
             continue  # deleted meanwhile
         if isinstance(result, Exception):
@@ -181,14 +169,16 @@ def _assignments(client: ZkClient, spark: SparkSession) -> Assignments:
     return topic_assignments(spark, payloads)
 
 
-def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
+def read_cluster(
+    client: ZkClient, spark: SparkSession, store: PartitionStateStore
+) -> ClusterSnapshot:
     """Read brokers, controller and every partition of a Kafka-layout tree (read-only)."""
     broker_ids = (
         sorted(int(b) for b in client.get_children(BROKER_IDS)) if client.exists(BROKER_IDS) else []
     )
     brokers = {
         int(path.rsplit("/", 1)[1]): BrokerIdZNode.decode(result[0], path)
-        for path, result in _read_many(client, [BrokerIdZNode.path(b) for b in broker_ids])
+        for path, result in client.get_many([BrokerIdZNode.path(b) for b in broker_ids])
         if not isinstance(result, Exception)
     }
     controller_id, epoch, epoch_version = -1, 0, -1
@@ -197,7 +187,7 @@ def read_cluster(client: ZkClient, spark: SparkSession) -> ClusterSnapshot:
         epoch, epoch_version = ControllerEpochZNode.decode(data), stat.version
     with contextlib.suppress(NoNodeError):
         controller_id = ControllerZNode.decode(client.get(ControllerZNode.path())[0]).brokerid
-    states = PartitionStateStore(client).read_states(spark)
+    states = store.read_states(spark)
     live = F.col(LEADER).isin(*brokers) if brokers else F.lit(False)
     assignments = _assignments(client, spark)
     partitions = assignments.rows.join(states, [TOPIC, PARTITION], "left").select(

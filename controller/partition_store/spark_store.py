@@ -1,0 +1,97 @@
+"""``SparkStateStore``: the partition-state store of the emulated ensemble.
+
+The ensemble (``InMemoryZooKeeper``) serves the partition znodes from a ``PartitionRegion`` it was
+given at construction; this store reads and merges that region's DataFrame directly, under the
+store's lock through the client's bulk hook, which fences the write on ``/controller_epoch``'s
+version, allocates the zxid and fires the watches of the znodes the write created or changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kazoo.exceptions import NoNodeError
+from pyspark.sql import DataFrame, SparkSession
+
+from controller.partition_store.region import PartitionRegion
+from controller.partition_store.rows import parse
+from controller.partition_store.states import (
+    KEY_SCHEMA,
+    STATE_COLUMNS,
+    STATES_SCHEMA,
+    with_writes,
+)
+from controller.zk.errors import ControllerMovedError, MalformedZnodeError
+from controller.zk.memory_client import InMemoryClient
+from controller.zk.memory_server import BulkTransaction
+from controller.zk.memory_tree import CHANGED, CHILD, CREATED
+from controller.zk.paths import BROKER_TOPICS, CONTROLLER_EPOCH, PartitionStateZNode
+from statemachines.local_rows import local_frame
+from statemachines.schemas import PARTITION, TOPIC
+
+
+class SparkStateStore:
+    """``PartitionStateStore`` over ``region``, the partition subtree of ``client``'s store."""
+
+    def __init__(self, client: InMemoryClient, region: PartitionRegion) -> None:
+        self.client = client
+        self.region = region
+
+    def prefetch(self, keys: Sequence[tuple[str, int]]) -> None:
+        """Load the partition znodes single ops on ``keys`` will touch in one Spark job: one
+        by one, a burst over many topics would read the whole table once per topic."""
+        with self.client.store.lock:
+            self.region.prefetch(list(keys))
+
+    def read_states(self, spark: SparkSession, selection: DataFrame | None = None) -> DataFrame:
+        return self.client.bulk(lambda _txn: self._read(spark, selection))
+
+    def _read(self, spark: SparkSession, selection: DataFrame | None) -> DataFrame:
+        keys = None if selection is None else selection.select(TOPIC, PARTITION)
+        states = self.region.states(keys)
+        if states is None:
+            return local_frame(spark, [], STATES_SCHEMA)
+        malformed = sorted(self.region.malformed)
+        if malformed:
+            bad = local_frame(spark, malformed, KEY_SCHEMA)
+            if keys is not None:
+                bad = bad.join(keys, [TOPIC, PARTITION], "left_semi")
+            hit = bad.limit(1).collect()
+            if hit:
+                path = PartitionStateZNode.path(hit[0][0], hit[0][1])
+                raise MalformedZnodeError(path, "not a partition state")
+        return states.select(*STATE_COLUMNS)
+
+    def write_states(
+        self, states: DataFrame, expected_epoch_zk_version: int, rows: int | None = None
+    ) -> DataFrame:
+        updates = with_writes(states)
+        return self.client.bulk(
+            lambda txn: self._write(txn, updates, expected_epoch_zk_version, rows)
+        )
+
+    def _write(
+        self, txn: BulkTransaction, updates: DataFrame, expected: int, rows: int | None
+    ) -> DataFrame:
+        """Fenced bulk merge of partition states; returns the rows that failed (with ``error``)."""
+        epoch = txn.stat(CONTROLLER_EPOCH)
+        if epoch is None:
+            raise NoNodeError(CONTROLLER_EPOCH)
+        if epoch.version != expected:
+            raise ControllerMovedError(expected)
+        zxid, now = txn.next_zxid(), txn.now_ms()
+        topics = txn.children(BROKER_TOPICS) if txn.stat(BROKER_TOPICS) is not None else []
+        watched = [parsed[0] for path in txn.watched_paths() if (parsed := parse(path)) is not None]
+        outcome = self.region.bulk_write(updates, zxid, now, topics, watched, rows)
+        for (topic, result), n in sorted(outcome.counts.items()):
+            if result == "created":
+                txn.add_region_children(f"{BROKER_TOPICS}/{topic}/partitions", n, zxid, now)
+        for topic, partition, result in outcome.touched:
+            state = PartitionStateZNode.path(topic, partition)
+            if result == "created":
+                node = state.rsplit("/", 1)[0]
+                for kind, path in ((CREATED, node), (CHILD, node), (CREATED, state)):
+                    txn.record(kind, path)
+            else:
+                txn.record(CHANGED, state)
+        return outcome.failed

@@ -38,6 +38,7 @@ class TopicEntry:
     index: int
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
+    topic_id: str | None = None  # base64 UUID (IBP >= 2.8-IV0)
 
 
 class ControllerContext:
@@ -174,13 +175,17 @@ class ControllerContext:
 
     # -- topics --------------------------------------------------------------------------------
     def add_topic(
-        self, name: str, partitions: int, config: dict[str, str] | None = None
+        self,
+        name: str,
+        partitions: int,
+        config: dict[str, str] | None = None,
+        topic_id: str | None = None,
     ) -> TopicEntry:
         if name in self.topics:
             raise ValueError(f"topic {name} already exists")
         # A counter, not max(index) + 1: a failover adds every topic, and a scan per topic
         # would make it quadratic in the topic count. Indices of deleted topics are not reused.
-        entry = TopicEntry(name, self._next_index, partitions, dict(config or {}))
+        entry = TopicEntry(name, self._next_index, partitions, dict(config or {}), topic_id)
         self._next_index += 1
         self.topics[name] = entry
         self._topics_frame = None
@@ -193,6 +198,9 @@ class ControllerContext:
     def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         """The topic's overrides are ``config`` (as just read from ZooKeeper)."""
         self.topics[name].config = dict(config)
+
+    def set_topic_id(self, name: str, topic_id: str) -> None:
+        self.topics[name].topic_id = topic_id
 
     def set_partition_count(self, name: str, partitions: int) -> None:
         self.topics[name].partitions = partitions

@@ -92,7 +92,7 @@ class KafkaController:
         self.deletion = DeletionEvents(ctx, zk, c, put, active, broker_id)
         self.reassignments = ReassignmentEvents(ctx, zk, spark, c, put, active, broker_id)
         self.brokers = BrokerEvents(ctx, zk, c, self.deletion, self.reassignments, put, active)
-        self.topics = TopicEvents(ctx, zk, spark, c, put, active, broker_id)
+        self.topics = TopicEvents(ctx, zk, spark, c, self.settings, put, active, broker_id)
         self.elections = ElectionEvents(ctx, zk, spark, c, self.settings, timer, put, active)
         self.isr = IsrEvents(
             ctx, zk, spark, self.store, c, self.events, self.brokers, self.reassignments,
@@ -238,7 +238,8 @@ class KafkaController:
         ctx.set_live_brokers(LiveBroker(b.id, b.rack, b.epoch) for b in registered.values())
         snapshot = read_cluster(self.zk, self.spark, self.store)
         for name, count in sorted(snapshot.topic_partitions.items()):
-            ctx.add_topic(name, count)
+            ctx.add_topic(name, count, topic_id=snapshot.topic_ids.get(name))
+        self.topics.assign_missing_topic_ids(ctx.topics)
         self.topics.load_topic_configs()
         self.topics.register_watches()
         self.deletion.register_watch()

@@ -18,6 +18,9 @@ class ControllerSettings:
     leader_imbalance_check_interval_seconds: int = 300
     unclean_leader_election_enable: bool = False
     kafka_version: tuple[int, int] = (2, 8)
+    # inter.broker.protocol.version >= 2.8-IV0: topics get ids (spec §3.3 d, §4.3).
+    topic_ids: bool = True
+    seed: int = 0  # of the controller's random draws (topic ids), so runs are reproducible
 
 
 @dataclass

@@ -90,6 +90,8 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
         ),  # type: ignore[arg-type]
         unclean_leader_election_enable=bool(c.get("unclean.leader.election.enable")),
         kafka_version=scenario.version(),
+        topic_ids=scenario.config.ibp_at_least("2.8-IV0"),
+        seed=scenario.seed,
     )
 
 

@@ -10,8 +10,7 @@ stays active; a failover starts a new one (``after_failover``).
 Outside it, for want of plain-Python rules: ISR changes (AlterIsr, IsrChangeNotification; a
 reassignment's ISR change is ``maybe_complete_reassignment`` over an ISR the caller sets), log
 directory failures and LeaderAndIsr response errors, broker modifications, feature updates,
-``delete.topic.enable=false``, resuming reassignments on broker startup, and failover onto a
-cluster with brokers down.
+``delete.topic.enable=false``, and failover onto a cluster with brokers down.
 """
 
 from __future__ import annotations
@@ -126,7 +125,8 @@ class ReferenceController:
 
     def on_broker_startup(self, brokers: Collection[int]) -> ref_brokers.BrokerEventOutcome:
         """§8.1: the brokers join; their replicas go online, New/Offline partitions are elected,
-        and deletion resumes for topics with replicas on them."""
+        reassignments whose targets include them run again, and deletion resumes for topics with
+        replicas on them."""
         new = set(brokers)
         self.live |= new
         out = ref_brokers.on_broker_startup(
@@ -138,6 +138,18 @@ class ReferenceController:
             self.topics_to_be_deleted,
         )
         self.partitions, self.states = out.partitions, out.states
+        # Step 6: reassignments whose target replicas include a started broker run again.
+        resumed = {
+            k: ref_reassignment.target_replicas(p)
+            for k, p in sorted(self.partitions.items())
+            if ref_reassignment.is_being_reassigned(p)
+            and new & set(ref_reassignment.target_replicas(p))
+        }
+        if resumed:
+            again = ref_reassignment.on_partition_reassignment(
+                self.partitions, self.states, resumed, self.view()
+            )
+            self.partitions, self.states = again.partitions, again.states
         if self.topics_to_be_deleted:
             self._deletion(lambda d: d.on_brokers_started(new))
         return out

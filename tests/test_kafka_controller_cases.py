@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from controller.partition_store import EmulatedEnsemble
+from controller.zk.paths import TopicZNode
 from spark_app.runner import run
 from spark_app.scenario import scenario_from_data
 
@@ -112,3 +114,67 @@ def test_partition_reassignment_resumes_after_replica_comes_online(
     p = _partitions(_final(spark, scenario, tmp_path))[("t", 0)]
     got = (p["replicas"], p["adding_replicas"], p["leader"], p["isr"], p["leader_epoch"])
     assert got == ([2], [], 2, [2], 4)
+
+
+class _KeptEnsemble(EmulatedEnsemble):
+    """The emulated ZooKeeper, left open after the run so that the test can read it."""
+
+    def close(self) -> None:
+        pass
+
+
+def _topic_znodes(ensemble: EmulatedEnsemble, topics: list[str]) -> dict[str, dict[str, Any]]:
+    client = ensemble.client()
+    return {t: json.loads(client.get(TopicZNode.path(t))[0]) for t in topics}
+
+
+def _topic_id_scenario(ibp: str) -> dict[str, Any]:
+    return {
+        "name": "topic-ids",
+        "seed": 11,
+        "config": {"inter.broker.protocol.version": ibp, "auto.leader.rebalance.enable": False},
+        "cluster": {
+            "brokers": [{"id": 1}, {"id": 2}, {"id": 3}],
+            "topics": [
+                {"name": "t", "partitions": 2, "replication_factor": 2,
+                 "assignment": {"0": [1, 2], "1": [2, 3]}},
+            ],
+            "controller": 1,
+        },
+        "events": [
+            {"at": "1s", "type": "create_topic",
+             "topic": {"name": "u", "partitions": 1, "replication_factor": 2,
+                       "assignment": {"0": [3, 1]}}},
+            {"at": "2s", "type": "reassign_partitions", "via": "api",
+             "plan": {"version": 1, "partitions": [{"topic": "t", "partition": 0,
+                                                      "replicas": [3, 2]}]}},
+            {"at": "4s", "type": "broker_failure", "brokers": [1]},
+        ],
+        "until": "10s",
+    }  # fmt: skip
+
+
+def test_topic_ids_assigned_on_failover_and_topic_change_at_ibp_2_8(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """IBP 2.8-IV0 (spec §3.3 d, §4.3): the controller gives every topic without an id a random
+    one, on failover (``t``) and on ``TopicChange`` (``u``), written back to the topic znode; a
+    reassignment's rewrite keeps it, and the next controller (broker 1 fails) keeps it too."""
+    ensemble = _KeptEnsemble()
+    run(spark, scenario_from_data(_topic_id_scenario("2.8")), tmp_path / "a", ensemble)
+    znodes = _topic_znodes(ensemble, ["t", "u"])
+    ids = {t: z["topic_id"] for t, z in znodes.items()}
+    assert all(len(i) == 22 and "=" not in i for i in ids.values())
+    assert ids["t"] != ids["u"]
+    assert znodes["t"]["version"] == 3
+    assert znodes["t"]["partitions"]["0"] == [3, 2]  # the reassignment's rewrite
+    # The same seed draws the same ids.
+    again = _KeptEnsemble()
+    run(spark, scenario_from_data(_topic_id_scenario("2.8")), tmp_path / "b", again)
+    assert {t: z["topic_id"] for t, z in _topic_znodes(again, ["t", "u"]).items()} == ids
+
+
+def test_no_topic_ids_below_ibp_2_8(spark: SparkSession, tmp_path: Path) -> None:
+    ensemble = _KeptEnsemble()
+    run(spark, scenario_from_data(_topic_id_scenario("2.7")), tmp_path, ensemble)
+    assert all("topic_id" not in z for z in _topic_znodes(ensemble, ["t", "u"]).values())

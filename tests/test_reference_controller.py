@@ -327,3 +327,18 @@ def test_cancelling_a_reassignment_restores_the_origin_replicas() -> None:
     p = rc.partitions[T0]
     assert (p.replicas, p.adding_replicas, p.removing_replicas, p.leader) == ((1, 2), (), (), 1)
     assert {k for k in rc.states if k[:2] == T0} == {("t", 0, 1), ("t", 0, 2)}
+
+
+def test_reassignment_to_an_offline_broker_runs_again_when_it_starts() -> None:
+    """§8.1 step 6 (Kafka's testPartitionReassignmentResumesAfterReplicaComesOnline): phase A
+    leaves the partition at epoch 1 while broker 2 is down; its startup runs phase A again
+    (epoch 2); completion then elects 2 (epoch 3) and drops 1 from the ISR (epoch 4)."""
+    rc = _controller(_partition((1,), (1,), 1), live=(1,))
+    rc.on_partition_reassignment({T0: [2]}, api=False)
+    assert rc.partitions[T0].leader_epoch == 1
+    rc.on_broker_startup({2})
+    assert rc.partitions[T0].leader_epoch == 2
+    rc.partitions[T0] = replace(rc.partitions[T0], isr=(1, 2))  # 2 caught up
+    rc.maybe_complete_reassignment()
+    p = rc.partitions[T0]
+    assert (p.replicas, p.leader, p.isr, p.leader_epoch) == ((2,), 2, (2,), 4)

@@ -139,8 +139,8 @@ class Driver:
     def __init__(self, spark: SparkSession, table: DataFrame, topics: dict[str, int]) -> None:
         self.spark, self.table, self.topics = spark, table, topics
         self.w = s.width(table)
-        self.state = TopicDeletionState()
-        self.manager = d.TopicDeletionManager(self.state)
+        self.sets = TopicDeletionState()
+        self.manager = d.TopicDeletionManager(self.sets)
         self.rows: list[Row] = table.collect()
         self.stops: dict[int, int] = {}
         self.count_stops = True
@@ -154,7 +154,7 @@ class Driver:
             step.stop_replica.collect() if (self.count_stops if stops is None else stops) else []
         ):
             self.stops[r.broker] = self.stops.get(r.broker, 0) + r[d.STOP_REPLICA_DELETES]
-        done = self.state.commit_facts([r.asDict() for r in step.topics.collect()])
+        done = self.sets.commit_facts([r.asDict() for r in step.topics.collect()])
         cols = s.compact_columns(self.w)
         self.table = self.spark.createDataFrame(
             [tuple(r[c] for c in cols) for r in self.rows], s.compact_schema(self.w)
@@ -165,10 +165,10 @@ class Driver:
         return read_back(self.rows, self.topics, self.w)
 
     def gauges(self) -> dict[str, int]:
-        cols = deletion_gauges(self.w, self.state.topics_to_be_deleted)
+        cols = deletion_gauges(self.w, self.sets.topics_to_be_deleted)
         row = self.table.agg(*(c.alias(n) for n, c in cols.items())).first()
         assert row is not None
-        return {n: int(row[n] or 0) for n in cols} | self.state.topic_gauges()
+        return {n: int(row[n] or 0) for n in cols} | self.sets.topic_gauges()
 
 
 def _cluster(spark: SparkSession, live: set[int]) -> tuple[Driver, list[Partition]]:
@@ -189,7 +189,7 @@ def test_deletion_happy_path_with_gauges(spark: SparkSession) -> None:
     assert {parts[("foo", p)].state for p in (0, 1)} == {PartitionState.NonExistentPartition}
     assert {v for k, v in states.items() if k[0] == "foo"} == {STARTED}
     assert drv.stops == {1: 2, 2: 2, 3: 2}
-    assert foo in drv.state.topics_with_deletion_started
+    assert foo in drv.sets.topics_with_deletion_started
     assert drv.gauges() == {
         "ReplicasToDeleteCount": 6, "ReplicasIneligibleToDeleteCount": 0,
         "TopicsToDeleteCount": 1, "TopicsIneligibleToDeleteCount": 0,
@@ -205,8 +205,8 @@ def test_deletion_happy_path_with_gauges(spark: SparkSession) -> None:
     assert done == {foo}
     parts, _ = drv.state()
     assert set(parts) == {("keep", 0)}
-    assert not drv.state.topics_to_be_deleted
-    assert drv.state.topic_gauges()["TopicsToDeleteCount"] == 0
+    assert not drv.sets.topics_to_be_deleted
+    assert drv.sets.topic_gauges()["TopicsToDeleteCount"] == 0
 
 
 def test_deletion_isr_removals_carry_the_current_controller_epoch(spark: SparkSession) -> None:
@@ -232,7 +232,7 @@ def test_deletion_blocked_by_dead_broker_resumes_when_it_returns(spark: SparkSes
     model.enqueue_topics_for_deletion({"foo"})
     _, states = drv.state()
     assert {states[("foo", p, 2)] for p in (0, 1)} == {INELIGIBLE}
-    assert drv.state.topics_ineligible_for_deletion == {foo}
+    assert drv.sets.topics_ineligible_for_deletion == {foo}
     assert drv.gauges()["ReplicasIneligibleToDeleteCount"] == 2
     for b in (1, 3):
         drv.commit(
@@ -242,14 +242,14 @@ def test_deletion_blocked_by_dead_broker_resumes_when_it_returns(spark: SparkSes
     _, states = drv.state()
     # No replica Started and some Ineligible ⇒ retry: broker 2's replicas go back Offline.
     assert {states[("foo", p, 2)] for p in (0, 1)} == {OFF}
-    assert drv.state.topics_ineligible_for_deletion == {foo}
+    assert drv.sets.topics_ineligible_for_deletion == {foo}
     live, model.view = {1, 2, 3}, View(frozenset({1, 2, 3}))
     view = ClusterView(BrokerSet.of(live))
     drv.commit(drv.manager.on_brokers_started(drv.table, BrokerSet.of({2}), view))
     model.on_brokers_started({2})
     _, states = drv.state()
     assert {states[("foo", p, 2)] for p in (0, 1)} == {STARTED}
-    assert drv.state.topics_ineligible_for_deletion == set()
+    assert drv.sets.topics_ineligible_for_deletion == set()
     done = drv.commit(
         drv.manager.on_stop_replica_response(drv.table, 2, lambda _b, _k: F.lit(False), view)
     )
@@ -271,14 +271,14 @@ def test_stop_replica_failure_makes_topic_ineligible_then_retried(spark: SparkSe
     drv.commit(drv.manager.on_stop_replica_response(drv.table, 1, fail_p0, view))
     _, states = drv.state()
     assert states[("foo", 0, 1)] == INELIGIBLE and states[("foo", 1, 1)] == DONE
-    assert drv.state.topics_ineligible_for_deletion == {foo}
+    assert drv.sets.topics_ineligible_for_deletion == {foo}
     for b in (2, 3):
         drv.commit(
             drv.manager.on_stop_replica_response(drv.table, b, lambda _b, _k: F.lit(False), view)
         )
     _, states = drv.state()
     assert states[("foo", 0, 1)] == OFF  # retried: Ineligible → Offline, topic still ineligible
-    assert not drv.state.is_topic_eligible_for_deletion(foo)
+    assert not drv.sets.is_topic_eligible_for_deletion(foo)
     drv.commit(drv.manager.resume_deletion_for_topics(drv.table, {foo}, view))
     _, states = drv.state()
     assert states[("foo", 0, 1)] == STARTED
@@ -354,7 +354,7 @@ def test_deletion_matches_reference(spark: SparkSession, case: tuple) -> None:
     assert drv.stops == model.stop_replica_deletes
     names = {i: t for t, i in topics.items()}
     assert {
-        names[t] for t in drv.state.topics_ineligible_for_deletion
+        names[t] for t in drv.sets.topics_ineligible_for_deletion
     } == model.topics_ineligible_for_deletion
-    assert {names[t] for t in drv.state.topics_to_be_deleted} == model.topics_to_be_deleted
+    assert {names[t] for t in drv.sets.topics_to_be_deleted} == model.topics_to_be_deleted
     assert drv.gauges() == model.gauges()

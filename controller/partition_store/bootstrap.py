@@ -77,6 +77,11 @@ class ClusterSnapshot:
         return self.assignments.counts
 
     @property
+    def topic_ids(self) -> dict[str, str]:
+        """Topic ids, of the topics whose znode has one."""
+        return self.assignments.topic_ids
+
+    @property
     def width(self) -> int:
         """The longest replica list (0 without partitions)."""
         return self.assignments.width

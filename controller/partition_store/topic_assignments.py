@@ -15,7 +15,7 @@ accepts is read there.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +55,7 @@ class Assignments:
     counts: dict[str, int]
     width: int
     decoded: DataFrame
+    topic_ids: dict[str, str] = field(default_factory=dict)  # of the topics that have one
 
     def release(self) -> None:
         """Free the decoded payloads once ``rows`` has been read into something else."""
@@ -74,25 +75,28 @@ def topic_assignments(
     # Decoded once: the summary's job materialises it, and the caller reads it.
     decoded = local_checkpoint(_decoded(raw), eager=False)
     longest = F.expr("array_max(transform(map_values(partitions), v -> size(v)))")
-    summary = decoded.select(TOPIC, F.size("_keys"), "_vouched", longest).collect()
+    summary = decoded.select(TOPIC, F.size("_keys"), "_vouched", longest, "_topic_id").collect()
     counts = {r[0]: int(r[1]) for r in summary if r[2]}
+    topic_ids = {r[0]: r[4] for r in summary if r[2] and r[4] is not None}
     doubted = {r[0] for r in summary if not r[2]}
     width = max((int(r[3] or 0) for r in summary if r[2]), default=0)
     vouched = _exploded(decoded.filter(F.col("_vouched")))
     if not doubted:
-        return Assignments(vouched, counts, width, decoded)
+        return Assignments(vouched, counts, width, decoded, topic_ids)
     # Decoded by the model (in topic order, so the first bad payload is the one reported).
     cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
     for topic, payload in sorted(p for p in payloads if p[0] in doubted):
-        n, longest = _append_rows(cols, topic, payload)
+        n, longest, topic_id = _append_rows(cols, topic, payload)
         counts[topic] = n
+        if topic_id is not None:
+            topic_ids[topic] = topic_id
         width = max(width, longest)
     schema = pa.schema(
         [(TOPIC, pa.string()), (PARTITION, pa.int32())] + [(c, _ARROW_INTS) for c in _COLUMNS[2:]]
     )
     fields = StructType([PARTITIONS_SCHEMA[c] for c in _COLUMNS])
     read = spark.createDataFrame(pa.table(cols, schema=schema), fields)
-    return Assignments(vouched.unionByName(read), counts, width, decoded)
+    return Assignments(vouched.unionByName(read), counts, width, decoded, topic_ids)
 
 
 def _text(payload: bytes | None) -> str | None:
@@ -103,8 +107,11 @@ def _text(payload: bytes | None) -> str | None:
         return None
 
 
-def _append_rows(cols: dict[str, list[Any]], topic: str, payload: bytes | None) -> tuple[int, int]:
-    """The model's decoding of one payload, appended to ``cols``; (partitions, widest list)."""
+def _append_rows(
+    cols: dict[str, list[Any]], topic: str, payload: bytes | None
+) -> tuple[int, int, str | None]:
+    """The model's decoding of one payload, appended to ``cols``; (partitions, widest list,
+    topic id)."""
     assignment = TopicZNode.decode(payload, TopicZNode.path(topic))
     keys = list(assignment.partitions)
     cols[TOPIC] += [topic] * len(keys)
@@ -114,7 +121,8 @@ def _append_rows(cols: dict[str, list[Any]], topic: str, payload: bytes | None) 
         _MOVING, (assignment.adding_replicas, assignment.removing_replicas), strict=True
     ):
         cols[column] += [moving.get(k, []) for k in keys] if moving else [[]] * len(keys)
-    return len(keys), max(map(len, assignment.partitions.values()), default=0)
+    widest = max(map(len, assignment.partitions.values()), default=0)
+    return len(keys), widest, assignment.topic_id
 
 
 _IDS = r"^(?:(?:0|[1-9][0-9]{0,8})(?:,(?:0|[1-9][0-9]{0,8}))*)?$"  # fit an int
@@ -165,9 +173,15 @@ def _decoded(raw: DataFrame) -> DataFrame:
         vouched = vouched & (
             F.col(f"z.{m}").isNull() | ((F.col(f"z.{m}") == "{}") & (effective >= 2))
         )
-    df = df.select(TOPIC, "_map", "_keys", F.coalesce(vouched, F.lit(False)).alias("_vouched"))
+    df = df.select(
+        TOPIC,
+        "_map",
+        "_keys",
+        F.coalesce(vouched, F.lit(False)).alias("_vouched"),
+        F.col("z.topic_id").alias("_topic_id"),
+    )
     partitions = F.when(F.col("_vouched"), F.col("_map")).alias("partitions")
-    return df.select(TOPIC, partitions, "_keys", "_vouched")
+    return df.select(TOPIC, partitions, "_keys", "_vouched", "_topic_id")
 
 
 def _exploded(decoded: DataFrame) -> DataFrame:

@@ -226,7 +226,7 @@ class ReassignmentEvents:
         table = self.committer.table().where(F.col(s.TOPIC_INDEX).isin(indices))
         public = to_public_partitions(table, self.ctx.topics_frame())
         ops = [
-            SetData(TopicZNode.path(r[0]), r[1].encode())
+            SetData(TopicZNode.path(r[0]), _with_topic_id(r[1], self.ctx.topics[r[0]].topic_id))
             for r in topic_znode_json(public).collect()
         ]
         writer = FencedWriter(self.zk, self.ctx.epoch_zk_version)
@@ -254,3 +254,10 @@ class ReassignmentEvents:
             )
         else:
             writer.multi([Delete(REASSIGN_PARTITIONS, stat.version)])
+
+
+def _with_topic_id(payload: str, topic_id: str | None) -> bytes:
+    """A topic znode's JSON with the topic's id as its last field (``TopicZNode``'s order)."""
+    if topic_id is not None:
+        payload = f'{payload[:-1]},"topic_id":"{topic_id}"}}'
+    return payload.encode()

@@ -6,8 +6,11 @@ handlers of ``controller.handlers.topics`` and commit one generation.
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Callable
+import random
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -24,7 +27,9 @@ from controller.handlers.topics import (
     assigned_partition_rows,
     on_new_partition_creation,
 )
+from controller.records import ControllerSettings
 from controller.zk.admin_zk_client import read_topic_assignment, read_topic_config
+from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import BROKER_TOPICS, TopicZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
@@ -42,6 +47,7 @@ class TopicEvents:
         zk: ZkClient,
         spark: SparkSession,
         committer: Committer,
+        settings: ControllerSettings,
         put: Callable[[ev.ControllerEvent], None],
         is_active: Callable[[], bool],
         broker_id: int,
@@ -50,9 +56,12 @@ class TopicEvents:
         self.zk = zk
         self.spark = spark
         self.committer = committer
+        self.settings = settings
         self.put = put
         self.is_active = is_active
         self.broker_id = broker_id
+        # Kafka draws ids at random; here from the run's seed, so that runs repeat exactly.
+        self._ids = random.Random(f"topic-ids:{settings.seed}:{broker_id}")
 
     # -- watches -------------------------------------------------------------------------------
     def topics_watch(self, _: Any) -> None:
@@ -69,6 +78,32 @@ class TopicEvents:
         """Failover: a child watch on the topics, a data watch per topic."""
         for topic in self.zk.get_children(BROKER_TOPICS, watch=self.topics_watch):
             self.zk.exists(TopicZNode.path(topic), watch=self.partitions_watch(topic))
+
+    # -- topic ids (IBP >= 2.8-IV0, spec §3.3 d) ---------------------------------------------------
+    def new_topic_id(self) -> str:
+        """A random version-4 UUID in Kafka's text form (URL-safe base64, no padding)."""
+        drawn = uuid.UUID(bytes=self._ids.randbytes(16), version=4)
+        return base64.urlsafe_b64encode(drawn.bytes).rstrip(b"=").decode()
+
+    def assign_missing_topic_ids(self, names: Iterable[str]) -> None:
+        """Give each of ``names`` without an id a random one, written back to its topic znode
+        (fenced, as Kafka's ``setTopicIds``); nothing below inter.broker.protocol 2.8-IV0."""
+        missing = sorted(n for n in names if self.ctx.topics[n].topic_id is None)
+        if not self.settings.topic_ids or not missing:
+            return
+        ops = []
+        for path, result in self.zk.get_many([TopicZNode.path(n) for n in missing]):
+            if isinstance(result, Exception):  # deleted meanwhile: a later TopicChange says so
+                continue
+            name = path.rsplit("/", 1)[1]
+            topic_id = self.new_topic_id()
+            znode = TopicZNode.decode(result[0], path)
+            update = {"version": 3, "topic_id": topic_id}
+            ops.append(SetData(path, TopicZNode.encode(znode.model_copy(update=update))))
+            self.ctx.set_topic_id(name, topic_id)
+        writer = FencedWriter(self.zk, self.ctx.epoch_zk_version)
+        for i in range(0, len(ops), 100):
+            writer.multi(ops[i : i + 100])
 
     def load_topic_configs(self) -> None:
         for name in self.ctx.topics:
@@ -91,8 +126,10 @@ class TopicEvents:
                 znode = read_topic_assignment(self.zk, name, watch=self.partitions_watch(name))
             except NoNodeError:
                 continue
-            entry = ctx.add_topic(name, len(znode.partitions), read_topic_config(self.zk, name))
+            config = read_topic_config(self.zk, name)
+            entry = ctx.add_topic(name, len(znode.partitions), config, znode.topic_id)
             assignments[entry.index] = {int(p): r for p, r in znode.partitions.items()}
+        self.assign_missing_topic_ids(ctx.topic_names(set(assignments)))
         if not assignments:
             if gone:
                 self.committer.commit(table, "TopicChange")

@@ -151,7 +151,8 @@ class Committer:
             # generations are joined, and the first pass over the diff totals it.
             diff, totals = ctx.diff, ctx.diff_totals
             if diff is None or totals is None:
-                diff = local_checkpoint(generation_diff(previous, ctx.partitions), False)
+                # Every row is committed then: the rows carry the event's trail.
+                diff = local_checkpoint(generation_diff(previous, committed), False)
                 frame, aggregates = totals_of(diff)
                 totals = frame.agg(*aggregates).first()
                 assert totals is not None

@@ -6,7 +6,9 @@
 the larger width; a row missing on one side has nulls there — created partitions have null
 ``prev_*``, deleted ones null new columns; ``topic_index``/``partition`` are never null). The
 ZooKeeper writes, the controller-to-broker requests and the state-change log of an event are all
-read off this one frame, which is small (changed rows) and cached once per commit.
+read off this one frame, which is small (changed rows) and cached once per commit. A new
+generation that carries its event's ``state_change_trail`` (the transitions each row went
+through, ``statemachines.state_change_trail``) passes it on as a column of the diff.
 
 The join shuffles both generations, so the controller avoids it when it can: ``with_previous``
 gives every row of the table a handler starts from its own values (a struct, tagged with the
@@ -23,6 +25,7 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 from statemachines.layout import widen
+from statemachines.state_change_trail import TRAIL
 
 PREV = "prev_"
 KEY = (s.TOPIC_INDEX, s.PARTITION)
@@ -44,12 +47,14 @@ def generation_diff(previous: DataFrame | None, new: DataFrame) -> DataFrame:
     s.check_compact(new)
     w = s.width(new) if previous is None else max(s.width(previous), s.width(new))
     data = [c for c in s.compact_columns(w) if c not in KEY]
-    current = widen(new, w).select(*s.compact_columns(w))
+    trail = _trail(new)
+    current = widen(new, w).select(*s.compact_columns(w), *trail)
     if previous is None:
         return current.select(
             *KEY,
             *data,
             *(F.lit(None).cast(current.schema[c].dataType).alias(prev(c)) for c in data),
+            *trail,
         )
     old = widen(previous, w).select(*KEY, *(F.col(c).alias(prev(c)) for c in data))
     marked = current.withColumn("_new", F.lit(True))
@@ -57,7 +62,12 @@ def generation_diff(previous: DataFrame | None, new: DataFrame) -> DataFrame:
     same: Column = F.col("_new").isNotNull() & F.col("_old").isNotNull()
     for c in data:
         same = same & F.col(c).eqNullSafe(F.col(prev(c)))
-    return joined.where(~same).select(*diff_columns(w))
+    return joined.where(~same).select(*diff_columns(w), *trail)
+
+
+def _trail(new: DataFrame) -> list[str]:
+    """The trail column of a generation that carries its event's (see ``state_change_trail``)."""
+    return [TRAIL] if TRAIL in new.columns else []
 
 
 PREVIOUS = "_previous"  # a row as it was in the generation its handler started from
@@ -134,4 +144,5 @@ def stamped_diff(committed: DataFrame) -> DataFrame:
         *KEY,
         *data,
         *(F.when(replaced.isNotNull(), replaced.getField(c)).alias(prev(c)) for c in data),
+        *_trail(committed),
     )

@@ -43,6 +43,7 @@ from statemachines import schemas as s
 from statemachines.brokers import BrokerView, ClusterView
 from statemachines.columns import any_of
 from statemachines.state_change_errors import ERRORS
+from statemachines.state_change_trail import TRAIL
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +133,9 @@ class GenerationTable:
         A pass over the new rows computes the gauges, and the sums of the per-partition
         ``counters`` columns a handler attached (``Gauges.counters``). The counters stay in the
         ``committed`` rows; ``partitions`` projects them away. So do the rows'
-        ``state_change_errors``, whose number is counted under that name, and the ``kept``
-        columns (per-row results the handler reads back off ``committed``).
+        ``state_change_errors``, whose number is counted under that name, the
+        ``state_change_trail`` (read with the diff) and the ``kept`` columns (per-row results
+        the handler reads back off ``committed``).
 
         ``diff_totals``: when the generation is ``stamped``, its diff is materialised too and
         these aggregates computed over it, into ``diff`` and ``diff_totals`` (else both are None
@@ -155,7 +157,8 @@ class GenerationTable:
         touched_only = stampable and self.rows is not None and self.store.base is not None
         assert same_width or not partial, "a partial table keeps the width"
         stamps = stamp_changes(new_partitions, self.generation) if stampable else []
-        columns = [*s.compact_columns(w), *counters, *errors, *kept]
+        trail = [TRAIL] if TRAIL in new_partitions.columns else []
+        columns = [*s.compact_columns(w), *counters, *errors, *trail, *kept]
         self.generation += 1
         if self.checkpoint_interval and self.generation % self.checkpoint_interval == 0:
             # The periodic JVM GC lets Spark's cleaner free dropped checkpoints the controller

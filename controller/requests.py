@@ -6,10 +6,10 @@ the event's metrics line, and ``request_count`` gives the same sums as aggregate
 controller's pass over the diff computes with its ZooKeeper write totals. Requests to brokers
 that are neither live nor shutting down are dropped, as ``sendRequestsToBrokers`` drops them.
 
-Which changes send what (a replica's move is read with the chains of ``state_change_log``: the
-shortest sequence of valid transitions from its previous to its new state):
+Which changes send what (a replica's moves are the transitions of the row's trail,
+``controller.transitions.event_trail``: what the state machines applied in the event):
 
-| Change in the diff | LeaderAndIsr | UpdateMetadata | StopReplica |
+| Change | LeaderAndIsr | UpdateMetadata | StopReplica |
 |---|---|---|---|
 | leadership created (New → Online init, §5.3a, §9.1) | the new ISR | the partition | |
 | leadership record changed (election §5.3b, epoch bump §10.3 A1/B3, ISR removal §6.3) | every replica of the new assignment not in an Offline/deletion state | the partition | |
@@ -31,8 +31,8 @@ Where the diff-based derivation differs from Kafka:
 * Kafka flushes one batch per state-machine call, so one event may send a broker several
   requests of one kind (a deletion sends StopReplica delete=false, then delete=true). Here a
   broker gets at most one request per kind per event; a partition in both is delete=true.
-* Same-state transitions leave no trace in a diff: the Online → Online replica re-announcement
-  at failover (§6.4), a repeated OfflineReplica. The broker-list-only UpdateMetadata of broker
+* Rows that did not change are not in the diff, so their same-state transitions send nothing:
+  the Online → Online replica re-announcement at failover (§6.4). The broker-list-only UpdateMetadata of broker
   startup/failure/metadata change (§8.1 step 2, §8.2 step g, §8.5) and the full-metadata
   UpdateMetadata to a starting broker (§8.1 step 3) do not depend on changed partitions and
   are not derived here.
@@ -43,7 +43,7 @@ Where the diff-based derivation differs from Kafka:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import Any
@@ -54,11 +54,10 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from controller.diff import prev
 from controller.transitions import (
+    brokers_with,
     check_diff,
-    partition_codes,
-    path_key,
-    replica_keys_entering,
-    slot_key,
+    event_trail,
+    partition_entered,
     slots_of,
     with_replica_slots,
 )
@@ -99,12 +98,15 @@ _STOPPED = [
     int(_R.ReplicaDeletionSuccessful),
     int(_R.ReplicaDeletionIneligible),
 ]
-_ENTERS_OFFLINE = replica_keys_entering(_R.OfflineReplica)
-_ENTERS_DELETION = replica_keys_entering(_R.ReplicaDeletionStarted)
-# Replica transitions that send LeaderAndIsr when the partition has leadership (§6.3).
-_ANNOUNCED = [
-    path_key(a, _R.OnlineReplica) for a in (_R.OfflineReplica, _R.ReplicaDeletionIneligible)
-] + [path_key(_R.NonExistentReplica, _R.NewReplica)]
+_TRAIL = "_trail"  # the event's trail of the row (``transitions.event_trail``)
+
+
+def _announced(start: Column, end: Column) -> Column:
+    """Replica transitions that send LeaderAndIsr when the partition has leadership (§6.3)."""
+    offline, ineligible = int(_R.OfflineReplica), int(_R.ReplicaDeletionIneligible)
+    return ((end == int(_R.OnlineReplica)) & start.isin(offline, ineligible)) | (
+        (start == int(_R.NonExistentReplica)) & (end == int(_R.NewReplica))
+    )
 
 
 def _leadership(zk_version: Column) -> Column:
@@ -138,6 +140,8 @@ def request_batches(
     plan, staged = _plan_for(w, live, deleting_topics)
     counted = (
         with_replica_slots(diff, w)
+        .withColumn(_TRAIL, event_trail(diff, w))
+        .withColumns(plan.moves)
         .withColumns(staged)
         .select(F.inline(plan.sent))
         .groupBy(s.BROKER)
@@ -156,6 +160,7 @@ def request_batches(
 class _BatchPlan:
     """The Columns of ``request_batches`` for one (width, brokers, deleting topics)."""
 
+    moves: dict[str, Column]  # staged first, from the row's trail
     staged: dict[str, Column]
     recipients: dict[str, Column]  # staged after ``staged``: who each slot's request goes to
     sent: Column
@@ -196,18 +201,23 @@ def _batch_plan(
     (None: collect them as a set)."""
     has = _leadership(F.col(s.ZK_VERSION))
     had = _leadership(F.col(prev(s.ZK_VERSION)))
-    p_before, p_after = partition_codes()
     gone = int(PartitionState.NonExistentPartition)
     slots = slots_of(w)
+    trail = F.col(_TRAIL)
+    offline, deletion = int(_R.OfflineReplica), int(_R.ReplicaDeletionStarted)
+
+    # The brokers whose replica made such a transition, each an array staged once per row.
+    moves = {
+        "_to_offline": brokers_with(trail, lambda _a, b: b == offline),
+        "_to_deletion": brokers_with(trail, lambda _a, b: b == deletion),
+        "_announced": brokers_with(trail, _announced),
+    }
 
     def entered_offline(e: Column) -> Column:
-        return slot_key(e).isin(_ENTERS_OFFLINE)
+        return F.array_contains(F.col("_to_offline"), e.broker)
 
     def entered_deletion(e: Column) -> Column:
-        return slot_key(e).isin(_ENTERS_DELETION)
-
-    def some(test: Callable[[Column], Column]) -> Column:
-        return any_of([F.coalesce(test(e), F.lit(False)) for e in slots])
+        return F.array_contains(F.col("_to_deletion"), e.broker)
 
     staged = {
         "_has": has,
@@ -217,10 +227,10 @@ def _batch_plan(
         "_announce": has
         & had
         & ~in_topics(deleting_topics)
-        & (_leadership_changed(w) | some(entered_offline)),
+        & (_leadership_changed(w) | (F.size(F.col("_to_offline")) > 0)),
         "_deletion_broadcast": in_topics(deleting_topics)
         & has
-        & (some(entered_deletion) | ((p_after == gone) & (p_before != gone))),
+        & ((F.size(F.col("_to_deletion")) > 0) | partition_entered(trail, gone)),
         "_isr": F.array(*(F.col(s.isr_col(k)) for k in range(w))),
     }
 
@@ -229,12 +239,13 @@ def _batch_plan(
         return e.assigned & (
             (F.col("_init") & F.array_contains(F.col("_isr"), e.broker))
             | (F.col("_announce") & ~e.current.isin(_STOPPED))
-            | (F.col("_has") & F.col("_had") & slot_key(e).isin(_ANNOUNCED))
+            | (F.col("_has") & F.col("_had") & F.array_contains(F.col("_announced"), e.broker))
         )
 
     # A LeaderAndIsr added for a partition also adds it to the UpdateMetadata, whether or not
     # the LeaderAndIsr itself reaches a live broker.
-    metadata = F.col("_has") & (F.col("_announce") | F.col("_deletion_broadcast") | some(wanted))
+    some_wanted = any_of([F.coalesce(wanted(e), F.lit(False)) for e in slots])
+    metadata = F.col("_has") & (F.col("_announce") | F.col("_deletion_broadcast") | some_wanted)
     no = F.lit(False)
 
     def reaches(broker: Column) -> Column:
@@ -332,7 +343,7 @@ def _batch_plan(
     )
     to_all = F.array(batch(F.col("_to"), UPDATE_METADATA, F.col("_metadata"), zero, zero))
     batches = F.when(broker.isNull(), to_all).otherwise(per_broker)
-    return _BatchPlan(staged, recipients, sent, counts, batches, totals)
+    return _BatchPlan(moves, staged, recipients, sent, counts, batches, totals)
 
 
 def _no_requests() -> dict[str, int]:
@@ -376,7 +387,13 @@ def request_count(
     if not live.ids:
         return RequestCount(diff, (), 0)
     plan, staged = _plan_for(w, live, deleting_topics)
-    frame = with_replica_slots(diff, w).withColumns(staged).withColumns(plan.recipients)
+    frame = (
+        with_replica_slots(diff, w)
+        .withColumn(_TRAIL, event_trail(diff, w))
+        .withColumns(plan.moves)
+        .withColumns(staged)
+        .withColumns(plan.recipients)
+    )
     return RequestCount(frame, plan.totals, len(live.ids))
 
 

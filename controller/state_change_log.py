@@ -14,16 +14,19 @@
 | TRACE | any replica transition | ``Changed state of replica <r> for partition <t-p> from <S> to <T>`` |
 | INFO  | ISR removal of → OfflineReplica | ``Partition <t-p> state changed to (Leader:<l>,ISR:<i,j>,LeaderEpoch:<e>,ZkVersion:<v>,ControllerEpoch:<c>) after removing replica <r> from the ISR as part of transition to OfflineReplica`` |
 
-The before/after pairs of the diff become Kafka's transitions as ``controller.transitions``
-describes (shortest valid chains, replicas matched by broker id, elections told apart).
+Each transition of the event's trail (``controller.transitions.event_trail``: what the state
+machines applied, in Kafka's order) is one line; a replica's transition to OfflineReplica in a
+partition with leadership is preceded by its ISR-removal line. ``step`` orders the lines of one
+partition or replica: the partition's n-th transition is step n, a replica's n-th is 2n + 1
+(its ISR removal, 2n).
 
 Where this differs from Kafka's own log:
 
 * The LeaderAndIsr and ISR-removal records show the event's final leadership. Kafka renders the
   value written at that step, so when an event writes a partition twice (election, then ISR
   removal of another replica) its first line shows the intermediate value.
-* Same-state transitions (Online → Online replica re-announcements at failover, a repeated
-  OfflinePartition) leave no trace in a diff and are not logged.
+* Rows that did not change are not in the diff: their same-state transitions (Online → Online
+  replica re-announcements at failover) are not logged.
 
 Invalid and failed transitions change nothing, so they are not in the diff either: their ERROR
 lines come from ``controller.state_change_error_lines``, and a line's ``exception`` column holds
@@ -36,29 +39,18 @@ appends them to ``<out>/state-change.log`` in Kafka's log4j layout.
 
 from __future__ import annotations
 
-from itertools import pairwise
+from functools import lru_cache
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import prev
-from controller.transitions import (
-    ELECTION_KEY,
-    ELECTION_VIA_OFFLINE_KEY,
-    KEY_BASE,
-    PARTITION_CHAINS,
-    REPLICA_CHAINS,
-    check_diff,
-    partition_codes,
-    slot_key,
-    slots_of,
-    with_replica_slots,
-)
+from controller.transitions import check_diff, event_trail
 from statemachines import schemas as s
-from statemachines.columns import any_of, present
-from statemachines.local_rows import local_frame
+from statemachines import state_change_trail as t
+from statemachines.columns import present
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
+from statemachines.states import state_name_column
 
 LEVEL = "level"
 LINE = "line"
@@ -72,27 +64,8 @@ _P = PartitionState
 _R = ReplicaState
 
 _PARTITION, _REPLICA, _REMOVAL = "partition", "replica", "removal"
-_UNIT, _KIND, _KEY = "_unit", "_kind", "_key"
+_TRAIL, _POS, _ENTRY, _NTH, _KIND = "_trail", "_pos", "_entry", "_nth", "_kind"
 _FROM, _TO, _TO_CODE = "_from", "_to", "_to_code"
-_CHAIN_SCHEMA = (
-    f"{_UNIT} string, {_KEY} int, {_KIND} string, {STEP} int, "
-    f"{_FROM} string, {_TO} string, {_TO_CODE} int"
-)
-
-
-def _chain_rows() -> list[tuple[str, int, str, int, str, str, int]]:
-    """One row per line a path key produces: partition steps, replica steps and, before a
-    replica's step into OfflineReplica, its ISR-removal line (kept only with leadership)."""
-    rows = []
-    for key, chain in sorted(PARTITION_CHAINS.items()):
-        for i, (a, b) in enumerate(pairwise(chain)):
-            rows.append((_PARTITION, key, _PARTITION, i, a.name, b.name, int(b)))
-    for key, chain in sorted(REPLICA_CHAINS.items()):
-        for i, (a, b) in enumerate(pairwise(chain)):
-            if b == _R.OfflineReplica:
-                rows.append((_REPLICA, key, _REMOVAL, 2 * i, a.name, b.name, int(b)))
-            rows.append((_REPLICA, key, _REPLICA, 2 * i + 1, a.name, b.name, int(b)))
-    return rows
 
 
 def _joined(values: list[Column], sep: str) -> Column:
@@ -129,29 +102,13 @@ def _leadership_record(w: int, epoch: int) -> Column:
     )
 
 
-def _partition_key(w: int) -> Column:
-    """The partition's path key; an election of a partition Online before and after gets a key
-    of its own (see the module docstring), and no other unchanged state gets one."""
-    before, after = partition_codes()
-    online, offline = int(_P.OnlinePartition), int(_R.OfflineReplica)
-    elected = ~F.col(s.LEADER).eqNullSafe(F.col(prev(s.LEADER))) & (F.col(s.LEADER) >= 0)
-    election = (before == online) & (after == online) & elected
-    old_leader_offline = any_of(
-        [
-            F.coalesce(
-                (e.broker == F.col(prev(s.LEADER)))
-                & (e.current == offline)
-                & (e.previous != offline),
-                F.lit(False),
-            )
-            for e in slots_of(w)
-        ]
-    )
-    return (
-        F.when(election & old_leader_offline, ELECTION_VIA_OFFLINE_KEY)
-        .when(election, ELECTION_KEY)
-        .when(before != after, before * KEY_BASE + after)
-    )
+@lru_cache(maxsize=1)
+def _nth() -> Column:
+    """How many earlier entries of the row's trail belong to the same partition or replica."""
+    trail, pos = F.col(_TRAIL), F.col(_POS)
+    unit = t.broker_of(F.col(_ENTRY))
+    earlier = F.slice(trail, F.lit(1), pos)
+    return F.size(F.filter(earlier, lambda e: t.broker_of(e) == unit))
 
 
 def state_change_lines(
@@ -160,39 +117,18 @@ def state_change_lines(
     """Every state-change log line of one event (see the module docstring); lazy.
 
     ``topics`` is (topic_index, topic) and must name every topic of the diff, including topics
-    removed by the event (an unnamed index renders as ``topic_index=<n>``). Each partition and
-    each changed replica becomes a row keyed by its (previous, current) path; a join with the
-    small table of Kafka's chains gives one row per line, rendered by one expression.
+    removed by the event (an unnamed index renders as ``topic_index=<n>``). Each entry of a
+    row's trail becomes a row, and a replica's entry into OfflineReplica in a partition with
+    leadership two (its ISR removal first), rendered by one expression.
     """
     w = check_diff(diff)
     names = topics.select(s.TOPIC_INDEX, s.TOPIC)
-    df = with_replica_slots(diff.join(F.broadcast(names), s.TOPIC_INDEX, "left"), w)
+    df = diff.join(F.broadcast(names), s.TOPIC_INDEX, "left")
     topic = F.coalesce(
         F.col(s.TOPIC), F.concat(F.lit("topic_index="), F.col(s.TOPIC_INDEX).cast("string"))
     )
-    # The partition's unit, then one per changed replica (nulls dropped).
-    units = F.array_compact(
-        F.array(
-            F.struct(
-                F.lit(None).cast("int").alias(s.BROKER),
-                F.lit(_PARTITION).alias(_UNIT),
-                _partition_key(w).alias(_KEY),
-            ),
-            *[
-                F.when(
-                    e.previous != e.current,
-                    F.struct(
-                        e.broker.alias(s.BROKER),
-                        F.lit(_REPLICA).alias(_UNIT),
-                        slot_key(e).alias(_KEY),
-                    ),
-                )
-                for e in slots_of(w)
-            ],
-        )
-    )
     leadership = F.col(s.ZK_VERSION).isNotNull() & (F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
-    per_unit = df.select(
+    per_row = df.select(
         topic.alias(s.TOPIC),
         F.col(s.PARTITION),
         F.concat(topic, F.lit("-"), F.col(s.PARTITION).cast("string")).alias("_tp"),
@@ -200,13 +136,39 @@ def state_change_lines(
         _leadership_record(w, epoch).alias("_record"),
         _joined([F.col(s.replica_col(k)) for k in range(w)], ",").alias("_assigned"),
         leadership.alias("_leadership"),
-        F.inline(units),
+        event_trail(diff, w).alias(_TRAIL),
+    ).where(F.col(_TRAIL).isNotNull())
+    entries = per_row.select("*", F.posexplode(_TRAIL).alias(_POS, _ENTRY))
+    return entries.select(
+        *LINE_COLUMNS[:2], *_decoded(), _nth().alias(_NTH), "_tp", "_lair", "_record", "_assigned"
+    ).select(*LINE_COLUMNS[:3], *_render(controller_id, epoch))
+
+
+def _decoded() -> list[Column]:
+    """Broker (null for the partition), kind, state names and target code of a trail entry;
+    a replica's entry into OfflineReplica in a partition with leadership gives two rows."""
+    e = F.col(_ENTRY)
+    broker, start, end = t.broker_of(e), t.from_of(e), t.to_of(e)
+    is_partition = broker == t.PARTITION_UNIT
+    removal = ~is_partition & (end == int(_R.OfflineReplica)) & F.col("_leadership")
+    kinds = (
+        F.when(is_partition, F.array(F.lit(_PARTITION)))
+        .when(removal, F.array(F.lit(_REMOVAL), F.lit(_REPLICA)))
+        .otherwise(F.array(F.lit(_REPLICA)))
     )
-    chains = F.broadcast(local_frame(diff.sparkSession, _chain_rows(), _CHAIN_SCHEMA))
-    steps = per_unit.join(chains, [_UNIT, _KEY]).where(
-        (F.col(_KIND) != _REMOVAL) | F.col("_leadership")
-    )
-    return steps.select(*LINE_COLUMNS[:3], *_render(controller_id, epoch))
+
+    def name(code: Column) -> Column:
+        return F.when(is_partition, state_name_column(code, _P)).otherwise(
+            state_name_column(code, _R)
+        )
+
+    return [
+        F.when(~is_partition, broker.cast("int")).alias(s.BROKER),
+        F.explode(kinds).alias(_KIND),
+        name(start).alias(_FROM),
+        name(end).alias(_TO),
+        end.alias(_TO_CODE),
+    ]
 
 
 def replica_transition(broker: Column, tp: Column, start: Column, end: Column) -> Column:
@@ -224,7 +186,7 @@ def replica_transition(broker: Column, tp: Column, start: Column, end: Column) -
 
 
 def _render(controller_id: int, epoch: int) -> list[Column]:
-    """(level, line, step) of a joined chain row."""
+    """(level, line, step, exception) of a decoded trail entry."""
     kind, to = F.col(_KIND), F.col(_TO_CODE)
     tp, start, end = F.col("_tp"), F.col(_FROM), F.col(_TO)
     prefix = F.lit(f"[Controller id={controller_id} epoch={epoch}] ")
@@ -280,6 +242,9 @@ def _render(controller_id: int, epoch: int) -> list[Column]:
     return [
         level.otherwise("TRACE").alias(LEVEL),
         F.concat(prefix, line).alias(LINE),
-        F.col(STEP),
+        F.when(partition, F.col(_NTH))
+        .when(kind == _REMOVAL, 2 * F.col(_NTH))
+        .otherwise(2 * F.col(_NTH) + 1)
+        .alias(STEP),
         F.lit(None).cast("string").alias(EXCEPTION),
     ]

@@ -15,7 +15,8 @@ target and allowed states and leave the row untouched, as Kafka logs and skips t
 OnlinePartition initialises leader and ISR for NewPartition rows (§5.3a) and runs the given
 election strategy for Online/Offline rows (§5.3b); a failed election leaves the row as it was.
 Both kinds are also appended to the row's ``state_change_errors`` (see ``state_change_errors``),
-which is how they reach the controller's state-change log.
+and every transition applied to the row's ``state_change_trail`` (see ``state_change_trail``),
+which is how they reach the controller's state-change log and broker requests.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
+from statemachines import state_change_trail as trail
 from statemachines.brokers import BrokerView, ClusterView
 from statemachines.election import (
     SELECTED,
@@ -86,7 +88,8 @@ class StateChangeResult:
 
     ``outcomes`` is the whole new table plus ``outcome`` (an ``Outcome`` code), ``failure`` (why
     an init/election failed), ``lair_recipients`` (bit k: replica_k gets a LeaderAndIsr) and
-    ``unclean`` (the leader came from outside the ISR) and ``state_change_errors``. The other views
+    ``unclean`` (the leader came from outside the ISR), ``state_change_errors`` and
+    ``state_change_trail``. The other views
     are projections of it.
     """
 
@@ -192,7 +195,8 @@ def _transition(
     w = s.width(state_df)
     keep = tuple(_carried(state_df, w))
     errors = ERRORS in df.columns
-    stages, out = _transition_columns(w, target_state, view, strategy, errors, keep)
+    trailed = trail.TRAIL in df.columns
+    stages, out = _transition_columns(w, target_state, view, strategy, errors, trailed, keep)
     for stage in stages:
         df = df.withColumns(stage)
     return df.select(*out)
@@ -205,6 +209,7 @@ def _transition_columns(
     view: BrokerView | None,
     strategy: ElectionStrategy | None,
     errors: bool,
+    trailed: bool,
     keep: tuple[str, ...],
 ) -> tuple[Stages, list[Column | str]]:
     """The stages to add to a selected table (``_selection``), and the output's Columns."""
@@ -214,6 +219,7 @@ def _transition_columns(
     target = int(target_state)
     invalid_entry = (selected & ~valid, entry(None, current, target, None))
     before = existing(errors)
+    moved = trail.entry(None, current, target)
 
     if target_state != PartitionState.OnlinePartition:
         state = (
@@ -232,6 +238,7 @@ def _transition_columns(
             F.lit(0).alias(LeadershipChange.RECIPIENTS),
             F.lit(False).alias(LeadershipChange.UNCLEAN),
             appended(before, [invalid_entry]),
+            trail.appended(trail.existing(trailed), [(selected & valid, moved)]),
         ]
 
     assert view is not None
@@ -282,13 +289,14 @@ def _transition_columns(
                 (F.col("_attempted") & ~F.col("_ok"), entry(None, current, target, change.failure)),
             ],
         ),
+        trail.appended(trail.existing(trailed), [(written, moved)]),
     ]
     return stages, out
 
 
 def _carried(df: DataFrame, w: int) -> list[str]:
     """Columns a caller attached to the table; they pass through a transition untouched."""
-    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED, ERRORS}
+    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED, ERRORS, trail.TRAIL}
     return [c for c in df.columns if c not in model]
 
 

@@ -25,7 +25,8 @@ table of 3× as many rows. Side effects on the partition (§6.3):
 
 Invalid transitions come back in ``result.invalid`` and leave the replica untouched. Invalid and
 failed transitions are also appended to the row's ``state_change_errors`` (see
-``state_change_errors``) for the controller's state-change log.
+``state_change_errors``) for the controller's state-change log, and every applied transition to
+its ``state_change_trail`` (see ``state_change_trail``), for the log and the broker requests.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import schemas as s
+from statemachines import state_change_trail as trail
 from statemachines.brokers import BrokerSet
 from statemachines.columns import compact, has_leadership, in_list, runtime_int
 from statemachines.state_change_errors import ERRORS, appended, entry, existing
@@ -98,9 +100,10 @@ def _selected(df: DataFrame, targets: ReplicaSelector, w: int) -> tuple[DataFram
 
 @dataclass(frozen=True)
 class ReplicaStateChangeResult:
-    """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes`` and
-    ``state_change_errors`` per row. The reports are built when read: each DataFrame operation
-    is analysed as it is made, and handlers read only ``outcomes``."""
+    """Lazy outputs of one bulk replica transition; ``outcomes`` carries ``isr_writes``,
+    ``state_change_errors`` and ``state_change_trail`` per row. The reports are built when
+    read: each DataFrame operation is analysed as it is made, and handlers read only
+    ``outcomes``."""
 
     outcomes: DataFrame
     target: ReplicaState
@@ -176,7 +179,7 @@ def handle_state_changes(
     """
     s.check_compact(state_df)
     w = s.width(state_df)
-    model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS}
+    model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS, trail.TRAIL}
     carried = tuple(c for c in state_df.columns if c not in model)
     df, chosen = _selected(state_df, targets, w)
     # The event's own values are data: the rest of the plan's Columns are built once per shape.
@@ -184,7 +187,8 @@ def handle_state_changes(
     if controller_epoch is not None:
         first[_EPOCH] = runtime_int(controller_epoch)
     df = df.withColumns(first)
-    plan = _plan(w, target_state, controller_epoch is not None, ERRORS in df.columns, carried)
+    tracked = (ERRORS in df.columns, trail.TRAIL in df.columns)
+    plan = _plan(w, target_state, controller_epoch is not None, tracked, carried)
     for stage in plan.stages:
         df = df.withColumns(stage)
     return ReplicaStateChangeResult(df.select(*plan.outcomes), target_state, df, plan)
@@ -200,9 +204,15 @@ class _Plan:
 
 @lru_cache(maxsize=64)
 def _plan(
-    w: int, target_state: ReplicaState, stamp_epoch: bool, errors: bool, carried: tuple[str, ...]
+    w: int,
+    target_state: ReplicaState,
+    stamp_epoch: bool,
+    tracked: tuple[bool, bool],
+    carried: tuple[str, ...],
 ) -> _Plan:
-    """The Columns of a transition over a table with ``_chosen_k`` (and ``_writer_epoch``)."""
+    """The Columns of a transition over a table with ``_chosen_k`` (and ``_writer_epoch``);
+    ``tracked``: whether it carries errors and a trail."""
+    errors, trailed = tracked
     codes = [F.col(s.replica_state_col(k)) for k in range(w)]
     leadership = has_leadership()
     staged: dict[str, Column] = {}
@@ -237,6 +247,12 @@ def _plan(
         columns.update(changes)
 
     columns[ERRORS] = appended(existing(errors), _error_entries(w, target_state))
+    # Read before the transition: the replica's broker and the state it leaves.
+    moves = [
+        (apply[k], trail.entry(F.col(s.replica_col(k)), codes[k], int(target_state)))
+        for k in range(w)
+    ]
+    columns[trail.TRAIL] = trail.appended(trail.existing(trailed), moves)
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
         w,

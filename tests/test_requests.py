@@ -1,15 +1,18 @@
 """Controller-to-broker requests read off a generation diff, per broker and kind (spec §15.1).
 
 The events are built the way the controller builds them: broker failure and controlled shutdown
-through the bulk state machines, creation, reassignment and deletion as Kafka's end states of
-those flows (spec §9.1, §10.5 example table, §9.5). Each event's diff is checkpointed once, as
+through the bulk state machines (whose outcomes carry the trail of transitions), creation,
+reassignment and deletion as Kafka's end states of those flows with the transitions Kafka makes
+on the way (spec §9.1, §10.5 example table, §9.5). Each event's diff is checkpointed once, as
 the controller caches it after its commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import IntEnum
+from itertools import pairwise
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -35,9 +38,24 @@ from statemachines.election import (
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_trail import TRAIL, TRAIL_TYPE, encode
 from tests.frames import compact_frame
 
 _R = ReplicaState
+_P = PartitionState
+Transition = tuple[int | None, IntEnum, IntEnum]  # broker (None: the partition), from, to
+
+
+def with_trails(
+    spark: SparkSession, table: DataFrame, trails: Mapping[tuple[int, int], Sequence[Transition]]
+) -> DataFrame:
+    """``table`` with the ``state_change_trail`` of each (topic_index, partition) in ``trails``,
+    as the state machines would have recorded those transitions."""
+    rows = [(t, p, [encode(b, int(a), int(z)) for b, a, z in ts]) for (t, p), ts in trails.items()]
+    schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {TRAIL} {TRAIL_TYPE.simpleString()}"
+    return table.join(spark.createDataFrame(rows, schema), [s.TOPIC_INDEX, s.PARTITION], "left")
+
+
 Batch = tuple[int, str, int, int, int, int]  # broker, kind, partitions, leader, follower, deletes
 
 
@@ -87,17 +105,17 @@ def failure_of(
     led_by_dead = F.col(s.LEADER) == dead
     offline = partition_states.handle_state_changes(
         before, led_by_dead, PartitionState.OfflinePartition
-    ).partitions
+    ).outcomes
     elected = partition_states.handle_state_changes(
         offline,
         led_by_dead,
         PartitionState.OnlinePartition,
         view,
         OfflinePartitionLeaderElectionStrategy(),
-    ).partitions
+    ).outcomes
     after = replica_states.handle_state_changes(
         elected, BrokerSet.of([dead]), _R.OfflineReplica
-    ).partitions
+    ).outcomes
     return event_of(spark, before, after, topics, live)
 
 
@@ -112,10 +130,10 @@ def controlled_shutdown(spark: SparkSession) -> Event:
         PartitionState.OnlinePartition,
         view,
         ControlledShutdownPartitionLeaderElectionStrategy(),
-    ).partitions
+    ).outcomes
     after = replica_states.handle_state_changes(
         elected, lambda b, _k: (b == 1) & (F.col(s.PARTITION) != 0), _R.OfflineReplica
-    ).partitions
+    ).outcomes
     return event_of(spark, before, after, topics, [1, 2, 3])
 
 
@@ -127,7 +145,18 @@ def topic_creation(spark: SparkSession) -> Event:
         Partition("t", 2, (3,), (), zk_version=-1, state=PartitionState.NewPartition),
     ]
     after, topics = compact_frame(spark, created)
-    return event_of(spark, None, after, topics, [1, 2])
+
+    def created_on(replicas: Sequence[int], online: bool) -> list[Transition]:
+        partition: list[Transition] = [(None, _P.NonExistentPartition, _P.NewPartition)]
+        if online:
+            partition.append((None, _P.NewPartition, _P.OnlinePartition))
+        new = [(r, _R.NonExistentReplica, _R.NewReplica) for r in replicas]
+        return [*partition, *new, *((r, _R.NewReplica, _R.OnlineReplica) for r in replicas)]
+
+    t = topics["t"]
+    trails = {(t, 0): created_on((1, 2), True), (t, 1): created_on((2, 3), True)}
+    trails[(t, 2)] = created_on((3,), False)
+    return event_of(spark, None, with_trails(spark, after, trails), topics, [1, 2])
 
 
 def reassignment(spark: SparkSession) -> tuple[Event, Event]:
@@ -153,11 +182,26 @@ def reassignment(spark: SparkSession) -> tuple[Event, Event]:
         zk_version=4,
     )
     before, topics = compact_frame(spark, [start], w=3)
+    r = (topics["r"], 0)
     phase_a, _ = compact_frame(spark, [moving], {("r", 0, 3): _R.NewReplica})
-    event_a = event_of(spark, before, phase_a, topics, [1, 2, 3])
+    a_trail = {r: [(3, _R.NonExistentReplica, _R.NewReplica)]}
+    event_a = event_of(spark, before, with_trails(spark, phase_a, a_trail), topics, [1, 2, 3])
     caught, _ = compact_frame(spark, [caught_up], {("r", 0, 3): _R.NewReplica})
     phase_b, _ = compact_frame(spark, [done], w=3)
-    return event_a, event_of(spark, caught, phase_b, topics, [1, 2, 3])
+    chain = (
+        _R.OnlineReplica,
+        _R.OfflineReplica,
+        _R.ReplicaDeletionStarted,
+        _R.ReplicaDeletionSuccessful,
+        _R.NonExistentReplica,
+    )
+    b_trail: list[Transition] = [
+        (3, _R.NewReplica, _R.OnlineReplica),
+        (None, _P.OnlinePartition, _P.OnlinePartition),
+        *((1, a, b) for a, b in pairwise(chain)),
+    ]
+    event_b = event_of(spark, caught, with_trails(spark, phase_b, {r: b_trail}), topics, [1, 2, 3])
+    return event_a, event_b
 
 
 def deletion_start(spark: SparkSession) -> Event:
@@ -186,6 +230,16 @@ def deletion_start(spark: SparkSession) -> Event:
             ("d", 0, 3): _R.ReplicaDeletionStarted,
         },
     )
+    trail: list[Transition] = [
+        (None, _P.OnlinePartition, _P.OfflinePartition),
+        (None, _P.OfflinePartition, _P.NonExistentPartition),
+        (2, _R.OfflineReplica, _R.ReplicaDeletionIneligible),
+        (1, _R.OnlineReplica, _R.OfflineReplica),
+        (3, _R.OnlineReplica, _R.OfflineReplica),
+        (1, _R.OfflineReplica, _R.ReplicaDeletionStarted),
+        (3, _R.OfflineReplica, _R.ReplicaDeletionStarted),
+    ]
+    after = with_trails(spark, after, {(topics["d"], 0): trail})
     return event_of(spark, before, after, topics, [1, 3], deleting=[topics["d"]])
 
 
@@ -294,6 +348,8 @@ def test_returning_replica_gets_leader_and_isr_alone(spark: SparkSession) -> Non
     offline = {("a", 0, 1): _R.OfflineReplica, ("a", 1, 1): _R.OfflineReplica}
     before, topics = compact_frame(spark, parts, offline)
     after, _ = compact_frame(spark, parts)
+    back = [(1, _R.OfflineReplica, _R.OnlineReplica)]
+    after = with_trails(spark, after, {(topics["a"], 0): back, (topics["a"], 1): back})
     event = event_of(spark, before, after, topics, [1, 2])
     assert batches_of(event) == sorted([_lair(1, 2, leader=1), _umr(1, 2), _umr(2, 2)])
 

@@ -15,10 +15,11 @@ from pyspark.sql import functions as F
 
 from controller.state_change_log import LINE_COLUMNS, state_change_lines
 from controller.state_change_store import StateChangeLog, log4j_time
-from controller.transitions import shortest_paths
 from statemachines import schemas as s
-from statemachines.partition_states import VALID_PREVIOUS_STATES, PartitionState
+from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
+from statemachines.replica_states import ReplicaState
+from statemachines.state_change_trail import decode, encode
 from tests.frames import compact_frame
 from tests.test_requests import (
     Event,
@@ -214,18 +215,16 @@ def test_isr_expansion_logs_nothing(spark: SparkSession) -> None:
     assert lines_of(event_of(spark, before, after, topics, [1, 2])) == []
 
 
-def test_chains_follow_kafka_flows() -> None:
-    chains = shortest_paths(PartitionState, VALID_PREVIOUS_STATES)
-    _P = PartitionState
-    assert chains[(_P.NonExistentPartition, _P.OnlinePartition)] == (
-        _P.NonExistentPartition,
-        _P.NewPartition,
-        _P.OnlinePartition,
-    )
-    assert chains[(_P.OfflinePartition, _P.OnlinePartition)] == (
-        _P.OfflinePartition,
-        _P.OnlinePartition,
-    )
+def test_trail_entries_round_trip() -> None:
+    _P, _R = PartitionState, ReplicaState
+    for broker, a, b in [
+        (None, _P.OfflinePartition, _P.NonExistentPartition),
+        (None, _P.NonExistentPartition, _P.NewPartition),
+        (0, _R.NonExistentReplica, _R.NewReplica),
+        (2_000_000, _R.ReplicaDeletionSuccessful, _R.NonExistentReplica),
+    ]:
+        assert decode(encode(broker, int(a), int(b))) == (broker, int(a), int(b))
+    assert encode(None, 3, 3) < 256 <= encode(0, 1, 1)
 
 
 def test_log4j_time_is_utc_with_milliseconds() -> None:

@@ -1,4 +1,5 @@
-"""The valid-previous-state tables: as documented, and as the bulk transitions apply them."""
+"""The valid-previous-state tables: as documented, and as the bulk transitions apply them (and
+record them in the row's trail)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import VALID_PREVIOUS_STATES as R_TABLE
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_trail import TRAIL, decode
 from tests.frames import compact_frame, read_back
 
 # Spec §5.1 and §6.1 matrices (rows: from, columns: to), transcribed independently of the code.
@@ -86,15 +88,19 @@ def test_every_partition_transition_pair(spark: SparkSession) -> None:
         df, topics = compact_frame(spark, parts)
         strategy = OfflinePartitionLeaderElectionStrategy()
         result = partition_states.handle_state_changes(df, F.lit(True), target, view, strategy)
-        after, _ = read_back(result.partitions.collect(), topics, 2)
+        rows = result.outcomes.collect()
+        after, _ = read_back(rows, topics, 2)
+        trails = {r.partition: [decode(e) for e in r[TRAIL] or []] for r in rows}
         invalid = {r.partition: r for r in result.invalid.collect()}
         for src in PartitionState:
             p = after[("t", int(src))]
             if src in P_TABLE[target]:
                 assert p.state == target, (src, target)
                 assert int(src) not in invalid
+                assert trails[int(src)] == [(None, int(src), int(target))]
             else:
                 assert p.state == src, (src, target)
+                assert trails[int(src)] == []
                 row = invalid[int(src)]
                 assert (row.current_state, row.target_state) == (src.name, target.name)
                 assert set(row.valid_previous_states.split(",")) == {
@@ -115,7 +121,9 @@ def test_every_replica_transition_pair(spark: SparkSession) -> None:
         states |= {("t", int(src), 1): ReplicaState.OnlineReplica for src in ReplicaState}
         df, topics = compact_frame(spark, parts, states)
         result = replica_states.handle_state_changes(df, BrokerSet.of([2]), target)
-        _, after = read_back(result.partitions.collect(), topics, 2)
+        rows = result.outcomes.collect()
+        _, after = read_back(rows, topics, 2)
+        trails = {r.partition: [decode(e) for e in r[TRAIL] or []] for r in rows}
         invalid = {r.partition: r for r in result.invalid.collect()}
         for src in ReplicaState:
             key = ("t", int(src), 2)
@@ -125,8 +133,10 @@ def test_every_replica_transition_pair(spark: SparkSession) -> None:
                 else:
                     assert after[key] == target, (src, target)
                 assert int(src) not in invalid
+                assert trails[int(src)] == [(2, int(src), int(target))]
             else:
                 assert after[key] == src, (src, target)
+                assert trails[int(src)] == []
                 row = invalid[int(src)]
                 assert (row.broker, row.current_state, row.target_state) == (
                     2,

@@ -48,6 +48,7 @@ from statemachines.partition_states import handle_state_changes as partition_cha
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 from statemachines.state_change_errors import with_errors
+from statemachines.state_change_trail import with_trail
 
 ReplicaPredicate = Callable[[Column, int], Column]
 
@@ -80,8 +81,8 @@ def _in(indices: Iterable[int]) -> Column:
 class DeletionStep:
     """Lazy outputs of one deletion entry point (nothing has run).
 
-    ``partitions``: next generation (compact + ``state_change_errors``, ``stop_replica_deletes``,
-    ``isr_shrinks`` per row).
+    ``partitions``: next generation (compact + ``state_change_errors``, ``state_change_trail``,
+    ``stop_replica_deletes``, ``isr_shrinks`` per row).
     ``stop_replica``: (broker, stop_replica_deletes) — StopReplica(delete=true) per broker.
     ``topics``: one row per queued topic: topic_index, completed, started, ineligible,
     in_progress — to collect after the commit and pass to ``commit_facts``.
@@ -212,7 +213,7 @@ class TopicDeletionManager:
         ineligible set (``clears``: resumeDeletionForTopics) or joins it (``marks``:
         failReplicaDeletion)."""
         w = s.width(df)
-        df = with_errors(df)
+        df = with_trail(with_errors(df))
         cols = [*s.compact_columns(w), *tracked(df)]
         queued = _in(self.state.topics_to_be_deleted)
         succ, started, inelig = (

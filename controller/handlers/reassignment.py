@@ -15,6 +15,7 @@ is left unchanged and flagged ``width_exceeded`` rather than truncated.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import pairwise
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -49,6 +50,8 @@ from statemachines.partition_states import handle_state_changes as partition_cha
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 from statemachines.state_change_errors import ERRORS, existing
+from statemachines.state_change_trail import TRAIL, appended
+from statemachines.state_change_trail import entry as trail_entry
 
 ASSIGNMENT_CHANGED = "assignment_changed"
 REASSIGNMENT_STARTED = "reassignment_started"
@@ -122,7 +125,8 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
     Only the Offline step changes anything but the replica's own state, and the positions leave
     the assignment whether or not the chain was legal (Kafka has already written the new
     assignment, U2/B2; here a state exists only for an assigned replica), so the deletion
-    states are not staged one by one: the replicas are dropped after the ISR removal.
+    states are not staged one by one: the replicas are dropped after the ISR removal, and the
+    transitions from OfflineReplica on are appended to the trail as Kafka makes them.
     ``picked`` must read no column the Offline step changes (states, ISR, leadership).
     """
     df = _step(df, picked, ReplicaState.OfflineReplica, view.controller_epoch)
@@ -157,7 +161,30 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
     }
     changes[s.ADDING_MASK] = mask_of([F.coalesce(e["a"], no) for e in slot])
     changes[s.REMOVING_MASK] = mask_of([F.coalesce(e["m"], no) for e in slot])
+    changes[TRAIL] = appended(F.col(TRAIL), _deletion_chain(w, picked))
     return _replaced(df, changes, ["_kept"])
+
+
+_DELETION_CHAIN = (
+    ReplicaState.OfflineReplica,
+    ReplicaState.ReplicaDeletionStarted,
+    ReplicaState.ReplicaDeletionSuccessful,
+    ReplicaState.NonExistentReplica,
+)
+
+
+def _deletion_chain(w: int, picked: Column) -> list[tuple[Column, Column]]:
+    """The trail of the picked replicas that reached OfflineReplica, from there to
+    NonExistentReplica: the transitions Kafka makes one call each (B4, B5)."""
+    offline = int(ReplicaState.OfflineReplica)
+    went = [
+        occupied(k) & bit(picked, k) & (F.col(s.replica_state_col(k)) == offline) for k in range(w)
+    ]
+    return [
+        (went[k], trail_entry(replica_at(k), F.lit(int(a)), int(b)))
+        for a, b in pairwise(_DELETION_CHAIN)
+        for k in range(w)
+    ]
 
 
 def _complete(df: DataFrame, w: int, selected: str, view: ClusterView) -> DataFrame:

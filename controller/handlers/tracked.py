@@ -6,10 +6,12 @@ from pyspark.sql import DataFrame
 
 from controller.diff import PREVIOUS
 from statemachines.state_change_errors import ERRORS
+from statemachines.state_change_trail import TRAIL
 
-# A row's refused transitions (for the state-change log) and its values in the generation the
-# handler started from (so the commit finds the changed rows, and their old values, without a join).
-TRACKED = (ERRORS, PREVIOUS)
+# A row's refused transitions and the transitions it went through (for the state-change log and
+# the broker requests), and its values in the generation the handler started from (so the commit
+# finds the changed rows, and their old values, without a join).
+TRACKED = (ERRORS, TRAIL, PREVIOUS)
 
 
 def tracked(df: DataFrame) -> list[str]:

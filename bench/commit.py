@@ -28,11 +28,11 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.committer import event_totals
+from controller.commit.committer import event_totals
+from controller.commit.diff import with_previous
+from controller.commit.requests import RequestCount
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import with_previous
 from controller.handlers import election as he
-from controller.requests import RequestCount
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
 from statemachines.election_kinds import ElectionTrigger, ElectionType

@@ -66,8 +66,8 @@ from pyspark.sql import functions as F
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from controller import events as ev
-from controller.emulation import EmulatedCluster
+from controller.emulation.cluster import EmulatedCluster
+from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import STATE_COLUMNS, EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from controller.checkpoint import local_checkpoint, release
+from controller.commit.checkpoint import local_checkpoint, release
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import reference as ref
 from statemachines import schemas as s

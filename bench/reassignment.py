@@ -34,7 +34,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.controller import BROKERS, PARTITIONS_PER_TOPIC, Bench, setup
-from controller import events as ev
+from controller.events import controller_events as ev
 from spark_app.session import environment, get_spark, parse_sizes
 
 EVENT = "ApiPartitionReassignment"

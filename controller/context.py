@@ -2,7 +2,7 @@
 
 Everything that grows with partitions lives in the generation (persisted compact rows, see
 ``statemachines.schemas``); the driver keeps only brokers, topics and in-flight admin work.
-``commit`` (``controller.generation_commits``) is the one place a generation is swapped.
+``commit`` (``controller.commit.generation_commits``) is the one place a generation is swapped.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from controller.gauges import Gauges
-from controller.generation_commits import CommitFacts, DiffTotals, GenerationTable
-from controller.generations import Generations
+from controller.commit.gauges import Gauges
+from controller.commit.generation_commits import CommitFacts, DiffTotals, GenerationTable
+from controller.commit.generations import Generations
 from controller.topic_deletion_state import TopicDeletionState
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView

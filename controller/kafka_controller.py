@@ -18,11 +18,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
+from controller.commit.gauges import Gauges
+from controller.commit.state_change_store import EventStateChangeLog
 from controller.context import ControllerContext, LiveBroker
-from controller.event_manager import ControllerEventManager
-from controller.gauges import Gauges
+from controller.events import controller_events as ev
+from controller.events.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
 from controller.partition_store import PartitionStateStore, read_cluster
 from controller.processors.brokers import BrokerEvents
@@ -32,8 +33,7 @@ from controller.processors.isr import IsrEvents
 from controller.processors.reassignment import ReassignmentEvents
 from controller.processors.topics import TopicEvents
 from controller.records import ControllerSettings, EventRecord
-from controller.state_change_store import EventStateChangeLog
-from controller.timer import Clock, Timer
+from controller.scheduler.timer import Clock, Timer
 from controller.zk.errors import ControllerMovedError
 from controller.zk.kafka_zk_client import (
     get_all_brokers,

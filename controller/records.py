@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.gauges import Gauges
-from controller.state_writer import StateWrites
+from controller.commit.gauges import Gauges
+from controller.commit.state_writer import StateWrites
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
-from controller import events as ev
-from controller.emulation import EmulatedCluster
+from controller.emulation.cluster import EmulatedCluster
+from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.zk import admin_zk_client as admin
 from controller.zk.kafka_zk_client import get_all_brokers

@@ -1,6 +1,6 @@
 """``kce run SCENARIO.yaml``: bootstrap a cluster into ZooKeeper, play the timeline, write outputs.
 
-The controller processes events one at a time in virtual time (``controller.emulation``);
+The controller processes events one at a time in virtual time (``controller.emulation.cluster``);
 ``actions`` maps scenario events to what brokers and admins do. An admin request Kafka rejects
 is reported as the admin tool sees it (Kafka's exception name and message: a warning line, an
 ``events.jsonl`` line, an entry of ``summary.json``'s ``errors``) and the run goes on. Writes
@@ -23,10 +23,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from controller.emulation import EmulatedCluster
+from controller.commit.state_change_store import EventStateChangeLog, StateChangeLog
+from controller.emulation.cluster import EmulatedCluster
 from controller.partition_store import Ensemble, bootstrap_cluster, open_ensemble
 from controller.records import ControllerSettings, EventRecord
-from controller.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.zk import admin_zk_client as admin
 from controller.zk.paths import BROKER_TOPICS
 from spark_app.actions import Actor

@@ -3,7 +3,7 @@
 Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs without Spark:
 
 * ``zk``: needs a real ZooKeeper server (marked by hand where the real server is a parameter);
-* ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation``
+* ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``
   or ``spark_app.runner``, directly or through a ``tests`` helper, or runs ``kce run``);
 * ``spark``: uses the ``spark`` fixture, directly or through other fixtures, or is listed in
   ``SPARK_WITHOUT_FIXTURE`` (it reaches Spark through the code under test);
@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from spark_app.session import get_spark
 
 TIERS = ("unit", "spark", "scenario", "zk")
-_EMULATION = ("controller.emulation", "spark_app.runner")
+_EMULATION = ("controller.emulation.cluster", "spark_app.runner")
 _TESTS = Path(__file__).resolve().parent
 # The in-memory ZooKeeper keeps partition znodes in a Spark-backed store.
 SPARK_WITHOUT_FIXTURE = frozenset(

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.emulation import CONTROLLED_SHUTDOWN_MAX_RETRIES, EmulatedCluster
+from controller.emulation.cluster import CONTROLLED_SHUTDOWN_MAX_RETRIES, EmulatedCluster
+from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import _BLOCKS, local_checkpoint, release
+from controller.commit.checkpoint import _BLOCKS, local_checkpoint, release
 
 LONG_MAX_DIGITS = len(str(2**63 - 1))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from controller.commit.diff import KEY, with_previous
+from controller.commit.gauges import Gauges
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import KEY, with_previous
-from controller.gauges import Gauges
 from statemachines import schemas as s
 from statemachines.layout import widen
 from statemachines.partition_states import PartitionState

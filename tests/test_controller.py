@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from controller import events as ev
-from controller.emulation import EmulatedCluster
+from controller.emulation.cluster import EmulatedCluster
+from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord

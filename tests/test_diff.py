@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.context import ControllerContext
-from controller.diff import (
+from controller.commit.diff import (
     CHANGE,
     CHANGED,
     PREVIOUS,
@@ -24,6 +23,7 @@ from controller.diff import (
     stamped_diff,
     with_previous,
 )
+from controller.context import ControllerContext
 from statemachines import schemas as s
 from statemachines.layout import widen
 from statemachines.reference import Partition

@@ -7,12 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.event_manager import (
-    CONTROLLER_EVENT_THREAD_NAME,
-    ControllerEventManager,
-    QueuedEvent,
-)
-from controller.events import (
+from controller.events.controller_events import (
     BrokerChange,
     BrokerModifications,
     ControlledShutdown,
@@ -24,7 +19,12 @@ from controller.events import (
     ShutdownEventThread,
     TopicChange,
 )
-from controller.timer import VirtualClock
+from controller.events.event_manager import (
+    CONTROLLER_EVENT_THREAD_NAME,
+    ControllerEventManager,
+    QueuedEvent,
+)
+from controller.scheduler.timer import VirtualClock
 
 JOIN_TIMEOUT_S = 10.0
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from controller import events as ev
-from controller.events import ControllerState, TopicPartition
+from controller.events import controller_events as ev
+from controller.events.controller_events import ControllerState, TopicPartition
 from statemachines.election_kinds import ElectionTrigger, ElectionType
 
 # §4.2 verbatim: state -> (value, rate-and-time metric).

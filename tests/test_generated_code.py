@@ -17,14 +17,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-from controller.committer import event_totals
+from controller.commit.committer import event_totals
+from controller.commit.diff import with_previous
+from controller.commit.requests import RequestCount, request_batches, request_count
+from controller.commit.state_change_log import state_change_lines
 from controller.context import ControllerContext, LiveBroker
-from controller.diff import with_previous
 from controller.handlers import brokers as h
 from controller.handlers import reassignment as hr
 from controller.partition_store import STATES_SCHEMA, PartitionRegion, SparkStateStore
-from controller.requests import RequestCount, request_batches, request_count
-from controller.state_change_log import state_change_lines
 from controller.zk import InMemoryZooKeeper
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView

@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.diff import generation_diff
-from controller.requests import (
+from controller.commit.diff import generation_diff
+from controller.commit.requests import (
     BATCHES_SCHEMA,
     LEADER_AND_ISR,
     STOP_REPLICA,

@@ -49,7 +49,7 @@ SCENARIO = {
 def test_topics_reassignments_isr_and_log_dirs_end_to_end(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="controller.generation_commits")
+    caplog.set_level(logging.INFO, logger="controller.commit.generation_commits")
     summary = run(spark, scenario_from_data(SCENARIO), tmp_path)
     assert summary["errors"] == []
     final = json.loads((tmp_path / "final_state.json").read_text())

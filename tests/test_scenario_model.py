@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from controller.events import TopicPartition
+from controller.events.controller_events import TopicPartition
 from spark_app.scenario import (
     EVENT_TYPES,
     KafkaConfig,

@@ -8,7 +8,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller.state_change_error_lines import error_lines
+from controller.commit.state_change_error_lines import error_lines
 from spark_app.runner import run
 from spark_app.scenario import scenario_from_data
 from statemachines import partition_states as ps

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.state_change_log import LINE_COLUMNS, state_change_lines
-from controller.state_change_store import StateChangeLog, log4j_time
+from controller.commit.state_change_log import LINE_COLUMNS, state_change_lines
+from controller.commit.state_change_store import StateChangeLog, log4j_time
 from statemachines import schemas as s
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.timer import (
+from controller.scheduler.timer import (
     PeriodicTask,
     Timer,
     TimerTask,

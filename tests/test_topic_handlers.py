@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from controller.gauges import deletion_gauges
+from controller.commit.gauges import deletion_gauges
 from controller.handlers import deletion as d
 from controller.handlers import topics as h
 from controller.topic_deletion_state import TopicDeletionState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from controller.diff import PREVIOUS
+from controller.commit.diff import PREVIOUS
 from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import TRAIL
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import local_checkpoint, release
+from controller.commit.checkpoint import local_checkpoint, release
 from controller.partition_store.merge import (
     failed_rows,
     merged_rows,

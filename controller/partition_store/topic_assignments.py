@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from controller.checkpoint import local_checkpoint, release
+from controller.commit.checkpoint import local_checkpoint, release
 from controller.zk.paths import TopicZNode
 from statemachines.local_rows import local_frame
 from statemachines.schemas import (

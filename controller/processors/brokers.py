@@ -12,9 +12,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext, LiveBroker
+from controller.events import controller_events as ev
 from controller.handlers import brokers as hb
 from controller.processors.deletion import DeletionEvents
 from controller.processors.reassignment import ReassignmentEvents

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext
+from controller.events import controller_events as ev
 from controller.handlers import deletion as hd
 from controller.zk.kafka_zk_client import fenced_delete, topic_znode_paths
 from controller.zk.paths import DELETE_TOPICS, DeleteTopicZNode

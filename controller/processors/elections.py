@@ -14,12 +14,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext
+from controller.events import controller_events as ev
 from controller.handlers import election as he
 from controller.records import ControllerSettings
-from controller.timer import Timer
+from controller.scheduler.timer import Timer
 from controller.zk.admin_zk_client import read_topic_config
 from controller.zk.protocol import ZkClient
 from statemachines.local_rows import local_frame

@@ -20,10 +20,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext
-from controller.event_manager import ControllerEventManager
+from controller.events import controller_events as ev
+from controller.events.event_manager import ControllerEventManager
 from controller.handlers.tracked import tracked
 from controller.partition_store import PartitionStateStore
 from controller.processors.brokers import BrokerEvents

@@ -17,9 +17,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext
+from controller.events import controller_events as ev
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
 from controller.partition_store.bootstrap import topic_znode_json

@@ -17,9 +17,9 @@ from kazoo.exceptions import NoNodeError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.committer import Committer
+from controller.commit.committer import Committer
 from controller.context import ControllerContext
+from controller.events import controller_events as ev
 from controller.handlers.topics import (
     INIT_FAILED,
     INITIALIZED,

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
 
-from controller.events import TopicPartition
+from controller.events.controller_events import TopicPartition
 from spark_app.scenario.durations import Duration
 from spark_app.scenario.kafka_config import TopicConfig
 from statemachines.election_kinds import ElectionType

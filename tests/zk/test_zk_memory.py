@@ -9,8 +9,8 @@ from kazoo.exceptions import ConnectionClosedError, SessionExpiredError, Unimple
 from kazoo.protocol.states import KazooState
 from pyspark.sql import DataFrame
 
-from controller.clock import VirtualClock
 from controller.partition_store import STATES_SCHEMA, PartitionRegion, SparkStateStore
+from controller.scheduler.clock import VirtualClock
 from controller.zk import InMemoryZooKeeper, connect
 from controller.zk.memory_tree import Znode
 

@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import CHANGE, CREATED, KEY, REPLACED, UNCHANGED, stale_rows
+from controller.commit.diff import CHANGE, CREATED, KEY, REPLACED, UNCHANGED, stale_rows
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView
 from statemachines.columns import (
@@ -142,7 +142,7 @@ def gauge_moves(
     touched: DataFrame, w: int, gauges: tuple[Column, ...], literals: dict[str, Column]
 ) -> DataFrame:
     """One row: ``gauges`` over the changed rows of ``touched`` (a stamped commit's rows, see
-    ``controller.diff``) as they are now, and as they were (prefixed ``WAS``)."""
+    ``controller.commit.diff``) as they are now, and as they were (prefixed ``WAS``)."""
     changes = F.col(CHANGE) != UNCHANGED
     data = [c for c in s.compact_columns(w) if c not in KEY]
     now = touched.where(changes).select(*s.compact_columns(w))

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import PREV, prev
+from controller.commit.diff import PREV, prev
 from controller.partition_store.states import STATE_COLUMNS, WRITES, PartitionStateStore
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions

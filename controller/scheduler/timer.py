@@ -29,8 +29,8 @@ import logging
 import operator
 from collections.abc import Callable
 
-from controller.clock import Clock, SystemClock, VirtualClock
-from controller.timer_task import _DUE, Action, PeriodicTask, TimerTask, TimerTaskList
+from controller.scheduler.clock import Clock, SystemClock, VirtualClock
+from controller.scheduler.timer_task import _DUE, Action, PeriodicTask, TimerTask, TimerTaskList
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
-from controller.controller_state import ControllerState
+from controller.events.controller_state import ControllerState
 from statemachines.election_kinds import ElectionTrigger, ElectionType
 
 Callback = Callable[..., object]

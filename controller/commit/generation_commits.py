@@ -1,8 +1,8 @@
 """The partitions table's generations, and how one is swapped in (``GenerationTable.commit``).
 
 ``ControllerContext`` holds one ``GenerationTable``. An event whose diff is a filter of its
-rows (``controller.diff``) checkpoints only the rows it touched, which join the delta over the
-last base (``controller.generations``): one action materialises them with the event's totals,
+rows (``controller.commit.diff``) checkpoints only the rows it touched, which join the delta over the
+last base (``controller.commit.generations``): one action materialises them with the event's totals,
 and a second computes the controller gauges (spec §16.1) over the new table and, for the caller,
 the diff's totals. Any other event checkpoints every row into a new base in one action that
 also computes the gauges (and the diff's totals). The controller frees what a commit replaced.
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from controller.checkpoint import local_checkpoint, release
-from controller.diff import (
+from controller.commit.checkpoint import local_checkpoint, release
+from controller.commit.diff import (
     CHANGE,
     KEY,
     UNCHANGED,
@@ -27,7 +27,7 @@ from controller.diff import (
     stamped_diff,
     with_previous,
 )
-from controller.gauges import (
+from controller.commit.gauges import (
     Gauges,
     count_changed,
     count_rows,
@@ -38,7 +38,7 @@ from controller.gauges import (
     moved,
     width_used,
 )
-from controller.generations import Generations
+from controller.commit.generations import Generations
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView, ClusterView
 from statemachines.columns import any_of
@@ -141,7 +141,7 @@ class GenerationTable:
         these aggregates computed over it, into ``diff`` and ``diff_totals`` (else both are None
         and the caller diffs the generations itself).
 
-        A stamped event writes only the rows it touched (``controller.generations``); the
+        A stamped event writes only the rows it touched (``controller.commit.generations``); the
         ``committed`` rows are then those, which include every row with a counter, an error or
         a kept value. Otherwise every row is written, and ``committed`` holds them all.
 

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller import events as ev
-from controller.checkpoint import local_checkpoint, release
-from controller.gauges import lagging_positions
+from controller.commit.checkpoint import local_checkpoint, release
+from controller.commit.gauges import lagging_positions
+from controller.commit.state_change_store import EventStateChangeLog
+from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import STATE_COLUMNS, Ensemble, PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
-from controller.state_change_store import EventStateChangeLog
-from controller.timer import Timer, VirtualClock
+from controller.scheduler.timer import Timer, VirtualClock
 from controller.zk import admin_zk_client as admin
 from controller.zk.kafka_zk_client import create_persistent_paths, register_broker
 from controller.zk.paths import PartitionStateZNode

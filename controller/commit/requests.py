@@ -7,7 +7,7 @@ controller's pass over the diff computes with its ZooKeeper write totals. Reques
 that are neither live nor shutting down are dropped, as ``sendRequestsToBrokers`` drops them.
 
 Which changes send what (a replica's moves are the transitions of the row's trail,
-``controller.transitions.event_trail``: what the state machines applied in the event):
+``controller.commit.transitions.event_trail``: what the state machines applied in the event):
 
 | Change | LeaderAndIsr | UpdateMetadata | StopReplica |
 |---|---|---|---|
@@ -52,8 +52,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from controller.diff import prev
-from controller.transitions import (
+from controller.commit.diff import prev
+from controller.commit.transitions import (
     brokers_with,
     check_diff,
     event_trail,

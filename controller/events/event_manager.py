@@ -31,8 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from controller.events import ControllerEvent, ControllerState, ShutdownEventThread
-from controller.timer import Clock, SystemClock
+from controller.events.controller_events import (
+    ControllerEvent,
+    ControllerState,
+    ShutdownEventThread,
+)
+from controller.scheduler.timer import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
 

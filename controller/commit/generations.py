@@ -2,7 +2,7 @@
 
 Most events change few of the table's rows (a broker failure at 1e7 partitions changes 300,000 of
 10,000,000, a startup almost none), and writing every row into each new generation cost most of
-such an event. So a commit whose diff is a filter of its rows (``controller.diff``, "stamped")
+such an event. So a commit whose diff is a filter of its rows (``controller.commit.diff``, "stamped")
 writes only the rows the event changed, into the ``delta``: the table is the ``base`` with the
 delta's rows in place of their keys' rows (the base is probed against the delta's keys,
 broadcast). A commit that cannot tell its rows apart (it dropped rows or changed the width)
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from controller.checkpoint import local_checkpoint
+from controller.commit.checkpoint import local_checkpoint
 from controller.partition_store.merge import named_rows, superseded
 from statemachines import schemas as s
 

@@ -26,7 +26,7 @@ from enum import IntEnum
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.state_change_log import (
+from controller.commit.state_change_log import (
     EXCEPTION,
     LEVEL,
     LINE,

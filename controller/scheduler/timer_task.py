@@ -9,7 +9,7 @@ Action = Callable[[], object]
 
 
 class TaskTimer(Protocol):
-    """What a task needs of the timer that holds it (``controller.timer.Timer``)."""
+    """What a task needs of the timer that holds it (``controller.scheduler.timer.Timer``)."""
 
     def add_at(self, task: TimerTask, expiration_ms: int) -> bool: ...
 

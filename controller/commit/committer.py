@@ -17,19 +17,19 @@ from collections.abc import Callable, Collection, Sequence
 
 from pyspark.sql import Column, DataFrame
 
-from controller.checkpoint import local_checkpoint, release
-from controller.clock import Clock
+from controller.commit.checkpoint import local_checkpoint, release
+from controller.commit.diff import generation_diff, with_previous
+from controller.commit.gauges import Gauges
+from controller.commit.generation_commits import DiffTotals
+from controller.commit.requests import RequestCount, request_count
+from controller.commit.state_change_error_lines import error_lines
+from controller.commit.state_change_log import state_change_lines
+from controller.commit.state_change_store import EventStateChangeLog
+from controller.commit.state_writer import StateWrites, write_changed_states, write_totals
 from controller.context import ControllerContext
-from controller.diff import generation_diff, with_previous
-from controller.gauges import Gauges
-from controller.generation_commits import DiffTotals
 from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
-from controller.requests import RequestCount, request_count
-from controller.state_change_error_lines import error_lines
-from controller.state_change_log import state_change_lines
-from controller.state_change_store import EventStateChangeLog
-from controller.state_writer import StateWrites, write_changed_states, write_totals
+from controller.scheduler.clock import Clock
 from statemachines import schemas as s
 from statemachines.columns import in_topics
 from statemachines.state_change_errors import ERRORS
@@ -68,7 +68,7 @@ class Committer:
     def table(self, scope: Column | None = None, named: DataFrame | None = None) -> DataFrame:
         """The committed generation, each row with its own values beside it: handlers carry
         them, so the commit can tell what changed without joining two generations
-        (``controller.diff``). ``scope``: only the rows an event may touch; ``named``: only
+        (``controller.commit.diff``). ``scope``: only the rows an event may touch; ``named``: only
         the rows of these keys (a small frame of ``topic_index``, ``partition``). Commit
         either's result with ``partial``."""
         table = self.ctx.partitions

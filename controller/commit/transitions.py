@@ -13,8 +13,8 @@ into the diff. ``event_trail`` is that column, plus what no state machine call l
 
 Rows that did not change are not in the diff, so their transitions (an Online → Online replica
 re-announcement at failover, §6.4) are not read. The state-change log
-(``controller.state_change_log``) renders the trail as lines and the broker requests
-(``controller.requests``) are derived from it.
+(``controller.commit.state_change_log``) renders the trail as lines and the broker requests
+(``controller.commit.requests``) are derived from it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.diff import diff_columns, prev
+from controller.commit.diff import diff_columns, prev
 from statemachines import schemas as s
 from statemachines import state_change_trail as t
 from statemachines.columns import in_list

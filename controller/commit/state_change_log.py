@@ -14,7 +14,7 @@
 | TRACE | any replica transition | ``Changed state of replica <r> for partition <t-p> from <S> to <T>`` |
 | INFO  | ISR removal of → OfflineReplica | ``Partition <t-p> state changed to (Leader:<l>,ISR:<i,j>,LeaderEpoch:<e>,ZkVersion:<v>,ControllerEpoch:<c>) after removing replica <r> from the ISR as part of transition to OfflineReplica`` |
 
-Each transition of the event's trail (``controller.transitions.event_trail``: what the state
+Each transition of the event's trail (``controller.commit.transitions.event_trail``: what the state
 machines applied, in Kafka's order) is one line; a replica's transition to OfflineReplica in a
 partition with leadership is preceded by its ISR-removal line. ``step`` orders the lines of one
 partition or replica: the partition's n-th transition is step n, a replica's n-th is 2n + 1
@@ -29,10 +29,10 @@ Where this differs from Kafka's own log:
   replica re-announcements at failover) are not logged.
 
 Invalid and failed transitions change nothing, so they are not in the diff either: their ERROR
-lines come from ``controller.state_change_error_lines``, and a line's ``exception`` column holds
+lines come from ``controller.commit.state_change_error_lines``, and a line's ``exception`` column holds
 the throwable Kafka logs with it (null on every other line).
 
-``controller.state_change_store.StateChangeLog`` stores the lines of each event as Parquet under
+``controller.commit.state_change_store.StateChangeLog`` stores the lines of each event as Parquet under
 ``<out>/state-change/event=<index>/`` (one dataset with an ``event`` column) and, optionally,
 appends them to ``<out>/state-change.log`` in Kafka's log4j layout.
 """
@@ -44,7 +44,7 @@ from functools import lru_cache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from controller.transitions import check_diff, event_trail
+from controller.commit.transitions import check_diff, event_trail
 from statemachines import schemas as s
 from statemachines import state_change_trail as t
 from statemachines.columns import present

@@ -1,6 +1,6 @@
 """Where the state-change log goes: Parquet per commit, and Kafka's log4j text for small runs.
 
-The lines themselves come from ``controller.state_change_log.state_change_lines``.
+The lines themselves come from ``controller.commit.state_change_log.state_change_lines``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from controller.state_change_log import (
+from controller.commit.state_change_log import (
     EVENT,
     EXCEPTION,
     LEVEL,

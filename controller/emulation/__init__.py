@@ -1,0 +1,1 @@
+"""The emulated brokers around the controller modules: one ZooKeeper, one virtual clock."""

@@ -30,6 +30,7 @@ from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.elections import ElectionEvents
 from controller.processors.isr import IsrEvents
+from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
 from controller.processors.topics import TopicEvents
 from controller.records import ControllerSettings, EventRecord
@@ -87,19 +88,24 @@ class KafkaController:
         self.committer = Committer(
             self.ctx, self.store, broker_id, clock, self.settings, COUNTERS, state_change_log
         )
-        put, active = self.events.put, lambda: self.is_active
-        ctx, c = self.ctx, self.committer
-        self.deletion = DeletionEvents(ctx, zk, c, put, active, broker_id)
-        self.reassignments = ReassignmentEvents(ctx, zk, spark, c, put, active, broker_id)
-        self.brokers = BrokerEvents(ctx, zk, c, self.deletion, self.reassignments, put, active)
-        self.topics = TopicEvents(ctx, zk, spark, c, self.settings, put, active, broker_id)
-        self.elections = ElectionEvents(ctx, zk, spark, c, self.settings, timer, put, active)
-        self.isr = IsrEvents(
-            ctx, zk, spark, self.store, c, self.events, self.brokers, self.reassignments,
-            active, broker_id,
-        )  # fmt: skip
+        parts = ControllerParts(
+            self.ctx,
+            zk,
+            spark,
+            self.committer,
+            self.settings,
+            self.events.put,
+            lambda: self.is_active,
+            broker_id,
+        )
+        self.deletion = DeletionEvents(parts)
+        self.reassignments = ReassignmentEvents(parts)
+        self.brokers = BrokerEvents(parts, self.deletion, self.reassignments)
+        self.topics = TopicEvents(parts)
+        self.elections = ElectionEvents(parts, timer)
+        self.isr = IsrEvents(parts, store, self.events, self.brokers, self.reassignments)
         # The topic znodes and the reassignment request follow each committed assignment.
-        c.after_commit.append(self.reassignments.after_commit)
+        self.committer.after_commit.append(self.reassignments.after_commit)
         self.handlers: dict[type[ev.ControllerEvent], Handler] = {
             ev.Startup: self.process_startup,
             ev.ControllerChange: self.process_controller_change,

@@ -7,19 +7,17 @@ hears about the dead (failReplicaDeletion) and returning (resumeDeletionForTopic
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext, LiveBroker
+from controller.context import LiveBroker
 from controller.events import controller_events as ev
 from controller.handlers import brokers as hb
 from controller.processors.deletion import DeletionEvents
+from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import get_all_brokers
-from controller.zk.protocol import ZkClient
 from statemachines.brokers import BrokerSet
 
 
@@ -28,22 +26,13 @@ class BrokerEvents:
     sequences other events reuse (a failed log directory fails its broker's replicas)."""
 
     def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        committer: Committer,
-        deletion: DeletionEvents,
-        reassignments: ReassignmentEvents,
-        put: Callable[[ev.ControllerEvent], None],
-        is_active: Callable[[], bool],
+        self, parts: ControllerParts, deletion: DeletionEvents, reassignments: ReassignmentEvents
     ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.committer = committer
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
         self.deletion = deletion
         self.reassignments = reassignments
-        self.put = put
-        self.is_active = is_active
 
     def broker_watch(self, _: Any) -> None:
         self.put(ev.BrokerChange())

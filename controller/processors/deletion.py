@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.handlers import deletion as hd
+from controller.processors.parts import ControllerParts
 from controller.zk.kafka_zk_client import fenced_delete, topic_znode_paths
 from controller.zk.paths import DELETE_TOPICS, DeleteTopicZNode
-from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import in_partitions
@@ -30,21 +27,10 @@ class DeletionEvents:
     """``process_*`` for TopicDeletion and TopicDeletionStopReplicaResponseReceived, and the
     deletion steps other events take (failover, broker changes)."""
 
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        committer: Committer,
-        put: Callable[[ev.ControllerEvent], None],
-        is_active: Callable[[], bool],
-        broker_id: int,
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.committer = committer
-        self.put = put
-        self.is_active = is_active
-        self.broker_id = broker_id
+    def __init__(self, parts: ControllerParts) -> None:
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
 
     @property
     def manager(self) -> hd.TopicDeletionManager:

@@ -8,20 +8,15 @@ unclean); the auto leader rebalance reschedules itself every
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.handlers import election as he
-from controller.records import ControllerSettings
+from controller.processors.parts import ControllerParts
 from controller.scheduler.timer import Timer
 from controller.zk.admin_zk_client import read_topic_config
-from controller.zk.protocol import ZkClient
 from statemachines.local_rows import local_frame
 
 FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
@@ -31,25 +26,11 @@ class ElectionEvents:
     """``process_*`` for ReplicaLeaderElection, AutoPreferredReplicaLeaderElection and the two
     unclean-enable events."""
 
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        spark: SparkSession,
-        committer: Committer,
-        settings: ControllerSettings,
-        timer: Timer,
-        put: Callable[[ev.ControllerEvent], None],
-        is_active: Callable[[], bool],
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.spark = spark
-        self.committer = committer
-        self.settings = settings
+    def __init__(self, parts: ControllerParts, timer: Timer) -> None:
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
         self.timer = timer
-        self.put = put
-        self.is_active = is_active
         self._rebalance_task: Any = None
 
     # -- manual elections (spec §11.1) -----------------------------------------------------------

@@ -14,19 +14,16 @@ the broker registers again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.handlers.tracked import tracked
 from controller.partition_store import PartitionStateStore
 from controller.processors.brokers import BrokerEvents
+from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
@@ -35,7 +32,6 @@ from controller.zk.paths import (
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
 )
-from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.local_rows import local_frame
@@ -62,27 +58,19 @@ class IsrEvents:
 
     def __init__(
         self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        spark: SparkSession,
+        parts: ControllerParts,
         store: PartitionStateStore,
-        committer: Committer,
         events: ControllerEventManager,
         brokers: BrokerEvents,
         reassignments: ReassignmentEvents,
-        is_active: Callable[[], bool],
-        broker_id: int,
     ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.spark = spark
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
         self.store = store
-        self.committer = committer
         self.events = events
         self.brokers = brokers
         self.reassignments = reassignments
-        self.is_active = is_active
-        self.broker_id = broker_id
 
     def isr_watch(self, _: Any) -> None:
         self.events.put(ev.IsrChangeNotification())

@@ -11,21 +11,19 @@ partitions leave ``/admin/reassign_partitions`` (the znode goes when empty).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
 from controller.partition_store.bootstrap import topic_znode_json
+from controller.processors.parts import ControllerParts
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
-from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.layout import to_public_partitions
@@ -40,23 +38,10 @@ Entry = tuple[str, int, Sequence[int] | None]
 class ReassignmentEvents:
     """``process_*`` for the reassignment events (§10) and the post-commit znode upkeep."""
 
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        spark: SparkSession,
-        committer: Committer,
-        put: Callable[[ev.ControllerEvent], None],
-        is_active: Callable[[], bool],
-        broker_id: int,
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.spark = spark
-        self.committer = committer
-        self.put = put
-        self.is_active = is_active
-        self.broker_id = broker_id
+    def __init__(self, parts: ControllerParts) -> None:
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
 
     def reassign_watch(self, watched: Any) -> None:
         # Kafka's handler reacts to creation only; our own rewrites just re-arm the watch.

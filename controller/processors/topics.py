@@ -14,11 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Committer
-from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.handlers.topics import (
     INIT_FAILED,
@@ -27,11 +24,10 @@ from controller.handlers.topics import (
     assigned_partition_rows,
     on_new_partition_creation,
 )
-from controller.records import ControllerSettings
+from controller.processors.parts import ControllerParts
 from controller.zk.admin_zk_client import read_topic_assignment, read_topic_config
 from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import BROKER_TOPICS, TopicZNode
-from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.columns import in_topics
 
@@ -41,27 +37,12 @@ log = logging.getLogger(__name__)
 class TopicEvents:
     """``process_*`` for TopicChange and PartitionModifications, and the topic watches."""
 
-    def __init__(
-        self,
-        ctx: ControllerContext,
-        zk: ZkClient,
-        spark: SparkSession,
-        committer: Committer,
-        settings: ControllerSettings,
-        put: Callable[[ev.ControllerEvent], None],
-        is_active: Callable[[], bool],
-        broker_id: int,
-    ) -> None:
-        self.ctx = ctx
-        self.zk = zk
-        self.spark = spark
-        self.committer = committer
-        self.settings = settings
-        self.put = put
-        self.is_active = is_active
-        self.broker_id = broker_id
+    def __init__(self, parts: ControllerParts) -> None:
+        self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
+        self.committer, self.settings = parts.committer, parts.settings
+        self.put, self.is_active, self.broker_id = parts.put, parts.is_active, parts.broker_id
         # Kafka draws ids at random; here from the run's seed, so that runs repeat exactly.
-        self._ids = random.Random(f"topic-ids:{settings.seed}:{broker_id}")
+        self._ids = random.Random(f"topic-ids:{parts.settings.seed}:{parts.broker_id}")
 
     # -- watches -------------------------------------------------------------------------------
     def topics_watch(self, _: Any) -> None:

@@ -5,8 +5,7 @@ Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs 
 * ``zk``: needs a real ZooKeeper server (marked by hand where the real server is a parameter);
 * ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``
   or ``spark_app.runner``, directly or through a ``tests`` helper, or runs ``kce run``);
-* ``spark``: uses the ``spark`` fixture, directly or through other fixtures, or is listed in
-  ``SPARK_WITHOUT_FIXTURE`` (it reaches Spark through the code under test);
+* ``spark``: uses the ``spark`` fixture, directly or through other fixtures;
 * ``unit``: everything else.
 """
 
@@ -26,11 +25,6 @@ TIERS = ("unit", "spark", "scenario", "zk")
 _EMULATION = ("controller.emulation.cluster", "spark_app.runner")
 _TESTS = Path(__file__).resolve().parent
 # The in-memory ZooKeeper keeps partition znodes in a Spark-backed store.
-SPARK_WITHOUT_FIXTURE = frozenset(
-    {"tests/zk/test_zk_memory.py::test_partition_znodes_reject_what_kafka_never_does"}
-)
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4"})
@@ -72,7 +66,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue  # marked by hand (zk)
         if _runs_emulation(Path(str(item.path))):
             item.add_marker(pytest.mark.scenario)
-        elif "spark" in getattr(item, "fixturenames", ()) or item.nodeid in SPARK_WITHOUT_FIXTURE:
+        elif "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
         else:
             item.add_marker(pytest.mark.unit)

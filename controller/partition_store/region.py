@@ -185,9 +185,8 @@ class PartitionRegion:
         return superseded(self.base, self.delta)
 
     def _spark(self) -> SparkSession:
-        from spark_app.session import get_spark
-
-        return get_spark()
+        # The emulation's session (``spark_app.session`` built it before any znode was written).
+        return SparkSession.active()
 
     def _install(self, new_base: DataFrame, backing: DataFrame | None = None) -> None:
         """Make ``new_base`` (every row) the base, with an empty delta; free the replaced ones.

@@ -24,7 +24,8 @@ from spark_app.session import get_spark
 TIERS = ("unit", "spark", "scenario", "zk")
 _EMULATION = ("controller.emulation.cluster", "spark_app.runner")
 _TESTS = Path(__file__).resolve().parent
-# The in-memory ZooKeeper keeps partition znodes in a Spark-backed store.
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4"})

@@ -1,11 +1,12 @@
 """One broker's controller module (Kafka's ``KafkaController``): lifecycle and event dispatch.
 
 Every emulated broker runs one. The module that wins ``/controller`` becomes active: it loads the
-context from ZooKeeper with the bulk store (spec §3.3), and from then on turns each event into
-bulk transforms over the partitions table (``controller.handlers``), commits one generation per
-event (``ControllerContext.commit``) and writes the changed partition states back to ZooKeeper,
-fenced by its controller epoch. Events are processed one at a time on the event manager, exactly
-in Kafka's order; ``ControllerMovedError`` makes a deposed controller resign (``maybe_resign``).
+context from ZooKeeper with the bulk store (spec §3.3), and from then on hands each event to the
+``process_*`` of its family (``controller.processors``), which turns it into bulk transforms over
+the partitions table (``controller.handlers``); the committer (``controller.commit.committer``)
+swaps in the next generation and writes the changed partition states back to ZooKeeper, fenced
+by the controller epoch. Events are processed one at a time on the event manager, exactly in
+Kafka's order; ``ControllerMovedError`` makes a deposed controller resign (``maybe_resign``).
 """
 
 from __future__ import annotations

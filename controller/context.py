@@ -145,13 +145,12 @@ class ControllerContext:
     def add_live_broker(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.id] = broker
 
-    def remove_live_brokers(self, ids: Iterable[int], still_shutting_down: bool = False) -> None:
-        """Brokers gone from ``/brokers/ids``; ``still_shutting_down``: a bounce, whose broker
-        registered again within the same change, keeps a controlled shutdown in progress."""
+    def remove_live_brokers(self, ids: Iterable[int]) -> None:
+        """Brokers gone from ``/brokers/ids`` (or bounced): a controlled shutdown in progress
+        ends with them, as in Kafka's ``onBrokerFailure``."""
         for b in ids:
             del self.live_brokers[b]
-            if not still_shutting_down:
-                self.shutting_down.discard(b)
+            self.shutting_down.discard(b)
 
     def mark_shutting_down(self, broker: int) -> None:
         self.shutting_down.add(broker)

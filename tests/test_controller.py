@@ -208,3 +208,20 @@ def test_a_deposed_controller_frees_the_blocks_of_its_tables(
     assert active is not None and active.ctx.epoch == 2
     assert held not in persisted_rdd_ids(spark)
     assert _table(c)["t-0"][:3] == (2, 0, [2, 3, 1])
+
+
+def test_bounced_broker_is_no_longer_shutting_down(cluster: tuple) -> None:
+    """§8.3: a broker whose session expired and who registered again is failed, then started;
+    Kafka's ``onBrokerFailure`` ends its controlled shutdown, so its new incarnation can lead."""
+    c, _ = cluster
+    ctrl = c.active_controller()
+    assert ctrl is not None
+    replies: list[tuple] = []
+    ctrl.events.put(ev.ControlledShutdown(3, c.brokers[3].epoch, lambda *a: replies.append(a)))
+    c.drain()
+    assert replies and replies[0][0] == "NONE"
+    assert 3 in ctrl.ctx.shutting_down
+    c.expire_session(3)  # re-registers with a newer epoch before the controller looks
+    c.drain()
+    assert 3 in ctrl.ctx.live_brokers
+    assert 3 not in ctrl.ctx.shutting_down

@@ -64,7 +64,7 @@ class BrokerEvents:
             commit(started, "BrokerChange", partial=True)
             self.reassignments.on_brokers_started(BrokerSet.of(new), "BrokerChange")
         if bounced:
-            ctx.remove_live_brokers(bounced, still_shutting_down=True)
+            ctx.remove_live_brokers(bounced)  # onBrokerFailure: a shutdown in progress ends
             failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
             commit(failed, "BrokerChange", partial=True)
             register(bounced)

@@ -16,9 +16,15 @@ from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
+from controller.zk import admin_zk_client as admin
 from controller.zk.errors import ControllerMovedError
 from controller.zk.fencing import FencedWriter, SetData
-from controller.zk.paths import ControllerEpochZNode, ControllerZNode, PartitionStateZNode
+from controller.zk.paths import (
+    ControllerEpochZNode,
+    ControllerZNode,
+    PartitionStateZNode,
+    TopicZNode,
+)
 from statemachines import schemas as s
 from tests.test_checkpoint import (
     LONG_MAX_DIGITS,
@@ -225,3 +231,23 @@ def test_bounced_broker_is_no_longer_shutting_down(cluster: tuple) -> None:
     c.drain()
     assert 3 in ctrl.ctx.live_brokers
     assert 3 not in ctrl.ctx.shutting_down
+
+
+def test_bounced_broker_fails_its_replica_deletions_then_resumes_them(cluster: tuple) -> None:
+    """§8.3, §9.5: broker 3 holds topic u's only replica and loses its session while that
+    replica is ReplicaDeletionStarted (its StopReplica answer goes with the old session).
+    ``onBrokerFailure`` fails the deletion (ReplicaDeletionIneligible); the return resumes it,
+    sends StopReplica again, and the topic is deleted."""
+    c, _ = cluster
+    ctrl = c.active_controller()
+    assert ctrl is not None
+    admin.request_topic_deletion(c.admin, "u")
+    c.zookeeper.wait_idle()
+    ctrl.events.run_until_idle(max_events=1)  # TopicDeletion: StopReplica(delete) to broker 3
+    answered = ev.TopicDeletionStopReplicaResponseReceived
+    lost = ctrl.events.take_queued(lambda e: isinstance(e, answered) and e.replica_id == 3)
+    assert lost
+    c.expire_session(3)
+    c.drain()
+    assert "u" not in ctrl.ctx.topics
+    assert not c.admin.exists(TopicZNode.path("u"))

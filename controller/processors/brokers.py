@@ -67,6 +67,8 @@ class BrokerEvents:
             ctx.remove_live_brokers(bounced)  # onBrokerFailure: a shutdown in progress ends
             failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
             commit(failed, "BrokerChange", partial=True)
+            # onReplicasBecomeOffline: the old incarnation's replica deletions failed with it.
+            self.deletion.on_replicas_offline(BrokerSet.of(bounced), "BrokerChange")
             register(bounced)
             started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
             commit(started, "BrokerChange", partial=True)
@@ -75,7 +77,6 @@ class BrokerEvents:
             ctx.remove_live_brokers(dead)
             failed = self.on_broker_failure(BrokerSet.of(dead), deleting)
             commit(failed, "BrokerChange", partial=True)
-        if dead:
             self.deletion.on_replicas_offline(BrokerSet.of(dead), "BrokerChange")
         if new or bounced:
             self.deletion.on_brokers_started(BrokerSet.of([*new, *bounced]), "BrokerChange")

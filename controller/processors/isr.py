@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
-from controller.handlers.tracked import tracked
+from controller.handlers import isr as hi
 from controller.partition_store import PartitionStateStore
 from controller.processors.brokers import BrokerEvents
 from controller.processors.parts import ControllerParts
@@ -40,17 +40,6 @@ log = logging.getLogger(__name__)
 
 _KEY = [s.TOPIC_INDEX, s.PARTITION]
 _KEY_SCHEMA = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
-ALTER_ISR_SCHEMA = (
-    f"{s.TOPIC_INDEX} int, {s.PARTITION} int, _sender int, _req_epoch int, _new_isr array<int>, "
-    "_req_version int"
-)
-ISR_UPDATED = "isr_updated"
-ALTER_ISR_ERROR = "_alter_isr_error"  # per requested partition: the reply's error code
-
-
-def _with_isr(isr: Any, w: int) -> dict[str, Any]:
-    """ISR slot columns from an array<int> Column (empty slots padded)."""
-    return {s.isr_col(k): F.coalesce(F.get(isr, k), F.lit(s.EMPTY_SLOT)) for k in range(w)}
 
 
 class IsrEvents:
@@ -113,33 +102,13 @@ class IsrEvents:
         states = self.store.read_states(self.spark, selection).join(
             F.broadcast(self.ctx.topics_frame()), s.TOPIC
         )
-        fresh = states.select(
-            *_KEY,
-            *(F.col(c).alias(f"_zk_{c}") for c in (s.LEADER, s.LEADER_EPOCH, s.ISR)),
-            F.col(s.CONTROLLER_EPOCH).alias(f"_zk_{s.CONTROLLER_EPOCH}"),
-            F.col(s.ZK_VERSION).alias(f"_zk_{s.ZK_VERSION}"),
-        )
         named = [(self.ctx.topics[t].index, p) for t, p in known]
         # Only the partitions read: the commit is partial.
         table = self.committer.table(named=local_frame(self.spark, named, _KEY_SCHEMA))
-        w = s.width(table)
-        joined = table.join(F.broadcast(fresh), _KEY)
-        hit = F.col(f"_zk_{s.ZK_VERSION}").isNotNull()
-
-        def take(c: str) -> Any:
-            return F.when(hit, F.col(f"_zk_{c}")).otherwise(F.col(c))
-
-        isr = _with_isr(F.col(f"_zk_{s.ISR}"), w)
-        updates = {c: take(c) for c in (s.LEADER, s.LEADER_EPOCH, s.CONTROLLER_EPOCH, s.ZK_VERSION)}
-        updates |= {c: F.when(hit, v).otherwise(F.col(c)) for c, v in isr.items()}
-        out = joined.select(
-            *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
-            *tracked(joined),
-            hit.cast("int").alias(ISR_UPDATED),
-        )
+        out = hi.with_zk_leadership(table, states)
         # The znodes already hold these states: nothing to write back.
         self.committer.commit(
-            out, "IsrChangeNotification", extra=(ISR_UPDATED,), write_zk=False, partial=True
+            out, "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False, partial=True
         )
 
     # -- §12.5 ---------------------------------------------------------------------------------
@@ -197,57 +166,23 @@ class IsrEvents:
 
     def _alter_isr(self, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
-        requests = local_frame(self.spark, rows, ALTER_ISR_SCHEMA).withColumn("_req", F.lit(True))
-        table = self.committer.table(named=requests)
-        w = s.width(table)
-        joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
-        req = F.coalesce(F.col("_req"), F.lit(False))
-        current = F.array_compact(
-            F.array(
-                *[
-                    F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k)))
-                    for k in range(w)
-                ]
-            )
-        )
-        same = (
-            (F.col(s.LEADER) == F.col("_sender"))
-            & (F.col(s.LEADER_EPOCH) == F.col("_req_epoch"))
-            & (current == F.col("_new_isr"))
-        )
-        error = (
-            F.when(~req, F.lit(None))
-            .when(F.col(s.ZK_VERSION) == s.NO_ZK_VERSION, "UNKNOWN_TOPIC_OR_PARTITION")
-            .when(F.col("_req_epoch") < F.col(s.LEADER_EPOCH), "FENCED_LEADER_EPOCH")
-            .when(same, "NONE")
-            .when(F.col("_req_version") != F.col(s.ZK_VERSION), "INVALID_UPDATE_VERSION")
-            .otherwise("NONE")
-        )
-        joined = joined.withColumn(ALTER_ISR_ERROR, error)
-        write = req & (F.col(ALTER_ISR_ERROR) == "NONE") & ~same
-        updates = {
-            c: F.when(write, v).otherwise(F.col(c))
-            for c, v in _with_isr(F.col("_new_isr"), w).items()
-        }
-        updates[s.LEADER] = F.when(write, F.col("_sender")).otherwise(F.col(s.LEADER))
-        updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
-        out = joined.select(
-            *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],
-            *tracked(joined),
-            write.cast("int").alias(ISR_UPDATED),
-            ALTER_ISR_ERROR,
-        )
+        requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
+        out = hi.alter_isr(self.committer.table(named=requests), requests)
         # The replies are read off the committed generation: one evaluation makes both.
         self.committer.commit(
-            out, "AlterIsrReceived", extra=(ISR_UPDATED,), kept=(ALTER_ISR_ERROR,), partial=True
+            out,
+            "AlterIsrReceived",
+            extra=(hi.ISR_UPDATED,),
+            kept=(hi.ALTER_ISR_ERROR,),
+            partial=True,
         )
         committed = self.ctx.committed
         assert committed is not None
         names = {t.index: t.name for t in self.ctx.topics.values()}
-        replied = committed.where(F.col(ALTER_ISR_ERROR).isNotNull())
+        replied = committed.where(F.col(hi.ALTER_ISR_ERROR).isNotNull())
         errors = {
             ev.TopicPartition(names[r[0]], r[1]): r[2]
-            for r in replied.select(*_KEY, ALTER_ISR_ERROR).collect()
+            for r in replied.select(*_KEY, hi.ALTER_ISR_ERROR).collect()
         }
         return errors
 

@@ -139,10 +139,7 @@ def request_batches(
         return local_frame(diff.sparkSession, [], BATCHES_SCHEMA)
     plan, staged = _plan_for(w, live, deleting_topics)
     counted = (
-        with_replica_slots(diff, w)
-        .withColumn(_TRAIL, event_trail(diff, w))
-        .withColumns(plan.moves)
-        .withColumns(staged)
+        _moved(diff, w, plan, staged)
         .select(F.inline(plan.sent))
         .groupBy(s.BROKER)
         .agg(*plan.counts)
@@ -153,6 +150,17 @@ def request_batches(
         counted.withColumn("_to", F.explode(recipients))
         .select(F.inline(plan.batches))
         .where(F.col(PARTITIONS) > 0)
+    )
+
+
+def _moved(diff: DataFrame, w: int, plan: _BatchPlan, staged: dict[str, Column]) -> DataFrame:
+    """The diff with its replica slots, its event's trail and the plan's per-row moves: what
+    both the batches and the totals read."""
+    return (
+        with_replica_slots(diff, w)
+        .withColumn(_TRAIL, event_trail(diff, w))
+        .withColumns(plan.moves)
+        .withColumns(staged)
     )
 
 
@@ -387,13 +395,7 @@ def request_count(
     if not live.ids:
         return RequestCount(diff, (), 0)
     plan, staged = _plan_for(w, live, deleting_topics)
-    frame = (
-        with_replica_slots(diff, w)
-        .withColumn(_TRAIL, event_trail(diff, w))
-        .withColumns(plan.moves)
-        .withColumns(staged)
-        .withColumns(plan.recipients)
-    )
+    frame = _moved(diff, w, plan, staged).withColumns(plan.recipients)
     return RequestCount(frame, plan.totals, len(live.ids))
 
 

@@ -167,6 +167,7 @@ class KafkaController:
             if handler is None:
                 raise NotImplementedError(f"no handler for {type(event).__name__}")
             handler(event)
+            self.committer.commit_event()
         except ControllerMovedError as err:
             log.info("[Controller id=%d] %s: controller moved (%s)", self.broker_id, event, err)
             record.failed = "ControllerMovedException"
@@ -283,7 +284,7 @@ class KafkaController:
         outcomes = hb.trigger_online_partition_state_change(
             shrunk, view, c.unclean_column(), deleting=ctx.deleting
         )
-        c.commit(hb.with_election_counters(outcomes), "failover")
+        c.stage(hb.with_election_counters(outcomes), "failover")
         self.reassignments.resume_reassignments()
         self.deletion.resume("failover")  # tryTopicDeletion
         self.elections.schedule_auto_rebalance()

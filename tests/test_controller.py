@@ -238,7 +238,7 @@ def test_bounced_broker_fails_its_replica_deletions_then_resumes_them(cluster: t
     replica is ReplicaDeletionStarted (its StopReplica answer goes with the old session).
     ``onBrokerFailure`` fails the deletion (ReplicaDeletionIneligible); the return resumes it,
     sends StopReplica again, and the topic is deleted."""
-    c, _ = cluster
+    c, records = cluster
     ctrl = c.active_controller()
     assert ctrl is not None
     admin.request_topic_deletion(c.admin, "u")
@@ -247,7 +247,51 @@ def test_bounced_broker_fails_its_replica_deletions_then_resumes_them(cluster: t
     answered = ev.TopicDeletionStopReplicaResponseReceived
     lost = ctrl.events.take_queued(lambda e: isinstance(e, answered) and e.replica_id == 3)
     assert lost
+    seen = len(records)
     c.expire_session(3)
     c.drain()
+    # Failure, failed deletion, startup and resumed deletion: steps of one BrokerChange.
+    change = next(r for r in records[seen:] if r.event == "BrokerChange" and r.controller_id == 1)
+    assert change.failed is None and change.commits == 1
     assert "u" not in ctrl.ctx.topics
     assert not c.admin.exists(TopicZNode.path("u"))
+
+
+def test_a_bounced_leader_is_failed_and_started_in_one_commit(cluster: tuple) -> None:
+    """§8.3: the failure and the startup of a bounced broker are steps of one BrokerChange; the
+    startup reads the rows the failure staged, and the event commits once with both steps'
+    counters."""
+    c, records = cluster
+    c.expire_session(2)  # broker 2 leads t-0 and registers again with a newer epoch
+    c.drain()
+    change = [r for r in records if r.event == "BrokerChange" and r.controller_id == 1][-1]
+    assert change.failed is None and change.commits == 1
+    assert change.counters["elected"] == 1
+    assert change.gauges is not None and change.gauges.offline_partitions_count == 0
+    # Broker 3 leads from the election on; broker 2's new incarnation catches up afterwards.
+    leader, epoch, isr, version = _table(c)["t-0"]
+    assert (leader, epoch) == (3, 1)
+    assert _zk_state(c, "t", 0) == (leader, epoch, isr, 1, version)
+
+
+def test_an_event_whose_handler_fails_commits_nothing(
+    cluster: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BrokerChange that fails after its failure step was staged leaves the committed table and
+    ZooKeeper as they were: an event's rows are committed all at once or not at all."""
+    c, records = cluster
+    ctrl = c.active_controller()
+    assert ctrl is not None
+    generation = ctrl.ctx.generation
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("the step after the failure")
+
+    monkeypatch.setattr(ctrl.deletion, "on_replicas_offline", broken)
+    c.crash(2)
+    c.drain()
+    change = [r for r in records if r.event == "BrokerChange" and r.controller_id == 1][-1]
+    assert change.failed == "RuntimeError: the step after the failure" and change.commits == 0
+    assert ctrl.ctx.generation == generation
+    assert _table(c)["t-0"] == (2, 0, [2, 3, 1], 0)
+    assert _zk_state(c, "t", 0) == (2, 0, [2, 3, 1], 1, 0)

@@ -1,26 +1,42 @@
-"""The controller's commit point: one place turns a handler's next table into a generation.
+"""The controller's commit point: an event's steps are staged, and the event commits once.
 
-``Committer.commit`` swaps the next generation into the context (``ControllerContext.commit``:
-one action materialises it with its gauges), mirrors its changed partition states into
-ZooKeeper through the partition-state store, totals the broker requests of its diff, appends the
-state-change log, runs the post-commit steps it was built with (the topic znodes and the
-reassignment request follow the committed assignments) and adds all of it to the event's record.
-Handlers read the committed generation through ``table`` and never swap it themselves.
+A handler reads rows through ``table`` and hands its next rows to ``stage``; the next step of
+the same event reads them back through ``table`` (``controller.commit.pending``). When the
+event's handler returns, the controller calls ``commit_event``: the staged rows become one new
+generation (``ControllerContext.commit``: one action materialises them with the gauges), their
+changed partition states go to ZooKeeper through the partition-state store, the broker
+requests of the event's diff are totalled, the state-change log gets the event's lines, the
+post-commit steps run (the topic znodes and the reassignment request follow the committed
+assignments), then the event's replies (``on_commit``), and all of it goes into the event's
+record. An event whose handler fails commits nothing.
 
-The committer knows no handler: the counter columns to total and the post-commit steps are given
-when the controller builds it.
+Every Spark action of an event runs here: the commit, ``settle`` (a step that reads its rows
+twice, or must know facts about them before it goes on, checkpoints what the event staged),
+and ``read`` (those facts, collected in one job).
+
+Two cases commit before the event ends, because the next step could not read the staged rows
+correctly otherwise: rows reloaded from ZooKeeper (``write_zk=False``) are committed before
+any further step, and a step that names its rows (``table(named=...)``) after rows were
+staged, or after a step that named its own, reads committed rows.
+
+The committer knows no handler: the counter columns to total and the post-commit steps are
+given when the controller builds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
 
 from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.diff import generation_diff, with_previous
 from controller.commit.gauges import Gauges
 from controller.commit.generation_commits import DiffTotals
+from controller.commit.pending import RESULTS, PendingRows, fold, unfold
 from controller.commit.requests import RequestCount, request_count
 from controller.commit.state_change_error_lines import error_lines
 from controller.commit.state_change_log import state_change_lines
@@ -31,15 +47,34 @@ from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
 from controller.scheduler.clock import Clock
 from statemachines import schemas as s
-from statemachines.columns import in_topics
+from statemachines.columns import in_partitions, in_topics
+from statemachines.layout import widen
+from statemachines.local_rows import local_frame
 from statemachines.state_change_errors import ERRORS
 
 # Called after each commit with the committed rows and the event's counters.
 AfterCommit = Callable[[DataFrame, dict[str, int]], None]
+# An event's reply, sent once its rows are committed: the committed rows and the gauges.
+OnCommit = Callable[[DataFrame, Gauges], None]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the last ``table`` call handed out: the committed rows it covers (a predicate;
+    None for every row), whether it named its rows (no predicate for them), and the staged
+    rows it did not hand out (which the step's rows join at ``stage``)."""
+
+    covers: Column | None
+    named: bool = False
+    rest: DataFrame | None = None
+
+
+def _false_if_null(predicate: Column) -> Column:
+    return F.coalesce(predicate, F.lit(False))
 
 
 class Committer:
-    """Commits generations for one controller (see the module docstring)."""
+    """Stages an event's rows and commits them (see the module docstring)."""
 
     def __init__(
         self,
@@ -61,24 +96,88 @@ class Committer:
         self.after_commit: list[AfterCommit] = []
         self.record: EventRecord | None = None  # of the event being processed
         self.last_gauges: Gauges | None = None
-        # Replaced at the last commit: freed at the next commit or when the event ends.
+        # The event's staged rows and what they need at the commit.
+        self._pending: PendingRows | None = None
+        self._read: _Read | None = None
+        self._write_zk = True
+        self._counted: dict[str, None] = {}
+        self._kept: dict[str, None] = {}
+        self._labels: list[str] = []
+        self._topic_names: dict[int, str] = {}
+        self._on_commit: list[OnCommit] = []
+        # What the event's commits replaced and its checkpoints: freed when the event ends.
         self._retired: list[DataFrame | None] = []
 
-    # -- reading the committed generation ------------------------------------------------------
-    def table(self, scope: Column | None = None, named: DataFrame | None = None) -> DataFrame:
-        """The committed generation, each row with its own values beside it: handlers carry
-        them, so the commit can tell what changed without joining two generations
-        (``controller.commit.diff``). ``scope``: only the rows an event may touch; ``named``: only
-        the rows of these keys (a small frame of ``topic_index``, ``partition``). Commit
-        either's result with ``partial``."""
-        table = self.ctx.partitions
-        assert table is not None, "no generation yet: the controller is not active"
-        if named is not None:
-            table = self.ctx.store.rows_named(named)
-        return with_previous(table if scope is None else table.where(scope), self.ctx.generation)
+    # -- reading the rows ----------------------------------------------------------------------
+    def table(
+        self,
+        scope: Column | None = None,
+        named: DataFrame | None = None,
+        settled: bool = False,
+        keys: Collection[tuple[int, int]] | None = None,
+    ) -> DataFrame:
+        """The rows a step starts from: the committed generation with what the event staged in
+        place of its rows, each row with its committed values beside it (handlers carry them,
+        so the commit can tell what changed without joining two generations,
+        ``controller.commit.diff``).
+
+        ``scope``: the rows the step may touch (plus, when the event staged rows already,
+        those: a step leaves a row it has no business with as it is); ``named``: only the rows
+        of these keys (a small frame of ``topic_index``, ``partition``). Stage the step's
+        result with ``partial`` when it holds only those rows. ``settled``: the step reads the
+        rows more than once, so what the event staged is checkpointed first. ``keys``: only
+        the rows of these (topic_index, partition) pairs, a small set held on the driver; the
+        next step can then read the staged rows beside committed ones (unlike ``named``).
+        """
+        covers = None
+        if keys is not None:
+            key_schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
+            named, covers = (
+                local_frame(self.ctx.spark, sorted(keys), key_schema),
+                in_partitions(keys),
+            )
+        pending = self._pending
+        if pending is not None and (
+            not self._write_zk or named is not None or (pending.partial and pending.pulled is None)
+        ):
+            self._commit_pending()
+            pending = None
+        if pending is None:
+            table = self.ctx.partitions
+            assert table is not None, "no generation yet: the controller is not active"
+            if named is not None:
+                table = self.ctx.store.rows_named(named)
+            if scope is not None:
+                table = table.where(scope)
+            if covers is not None:
+                self._read = _Read(covers if scope is None else covers & _false_if_null(scope))
+            else:
+                self._read = _Read(None if named is not None else scope, named is not None)
+            return with_previous(table, self.ctx.generation)
+        if settled:
+            self.settle()
+        rows = fold(pending.rows, tuple(self._counted), tuple(self._kept))
+        pending.handed_results = RESULTS in rows.columns
+        rest = None
+        if pending.settled and scope is not None:
+            # A checkpoint is read twice for free: the step gets only its scope's rows.
+            rest = rows.where(~_false_if_null(scope))
+            rows = rows.where(_false_if_null(scope))
+        if pending.pulled is None:  # every row, or none the next step may add, is staged
+            self._read = _Read(None, rest=rest)
+            return rows
+        covered = _false_if_null(pending.pulled)
+        added = self.ctx.partitions
+        assert added is not None
+        wanted = ~covered if scope is None else _false_if_null(scope) & ~covered
+        added = with_previous(added.where(wanted), self.ctx.generation)
+        self._read = _Read(None if scope is None else covered | _false_if_null(scope), rest=rest)
+        return rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
 
     def width(self) -> int:
-        """The committed generation's width (replica slots)."""
+        """The width (replica slots) of the rows a step reads."""
+        if self._pending is not None:
+            return s.width(self._pending.rows)
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
         return s.width(self.ctx.partitions)
 
@@ -93,12 +192,34 @@ class Committer:
         """Partitions with a reassignment in flight, as of the last commit."""
         return self.last_gauges.reassigning_partitions if self.last_gauges is not None else 0
 
+    def settle(self) -> None:
+        """Checkpoint what the event staged (one job), for a step that reads it twice."""
+        if self._pending is not None:
+            self._retired.append(self._pending.settle(tuple(self._counted), tuple(self._kept)))
+
+    def read(self, *frames: DataFrame) -> list[list[Row]]:
+        """The rows of small frames the event must know before it goes on, in one job."""
+        if not frames:
+            return []
+        lists = [
+            f.agg(F.collect_list(F.struct(*f.columns)).alias(f"_{i}")) for i, f in enumerate(frames)
+        ]
+        row = reduce(lambda a, b: a.crossJoin(b), lists).first()
+        assert row is not None
+        return [list(row[f"_{i}"]) for i in range(len(frames))]
+
+    def exists(self, frame: DataFrame) -> bool:
+        """Whether ``frame`` has a row (one job that stops at the first)."""
+        return bool(frame.limit(1).collect())
+
     # -- the event's lifetime ------------------------------------------------------------------
     def begin(self, record: EventRecord) -> None:
         self.record = record
 
     def end(self) -> None:
-        """The event is over: nothing reads the generations it replaced any more."""
+        """The event is over: what it staged and did not commit (it failed) is dropped, and
+        nothing reads the generations it replaced any more."""
+        self._drop_pending()
         for retired in self._retired:
             release(retired)
         self._retired = []
@@ -109,15 +230,28 @@ class Committer:
         if self.record is not None:
             self.record.counters[name] = value
 
+    def on_commit(self, reply: OnCommit) -> None:
+        """Run ``reply`` once the rows staged so far are committed (an admin reply that
+        reads them)."""
+        self._on_commit.append(reply)
+
     def reset(self) -> None:
         """The controller resigned: its tables are dead, free their blocks now."""
+        self._drop_pending()
         for dead in (*self._retired, *self.ctx.store.frames()):
             release(dead)
         self._retired = []
         self.last_gauges = None
 
-    # -- the commit ------------------------------------------------------------------------------
-    def commit(
+    def _drop_pending(self) -> None:
+        self._pending, self._read = None, None
+        self._write_zk = True
+        self._counted, self._kept, self._labels = {}, {}, []
+        self._topic_names = {}
+        self._on_commit = []
+
+    # -- staging and the commit ------------------------------------------------------------------
+    def stage(
         self,
         table: DataFrame,
         label: str,
@@ -125,20 +259,81 @@ class Committer:
         write_zk: bool = True,
         kept: tuple[str, ...] = (),
         partial: bool = False,
+    ) -> None:
+        """The event's next rows after one of its steps; read back by the next step's
+        ``table`` and committed with the event (``commit_event``).
+
+        ``extra``: per-row counter columns beyond the controller's; ``kept``: per-row columns
+        of ``table`` that stay in the committed rows (for ``on_commit`` replies);
+        ``write_zk``: the states are to be written to ZooKeeper (False: they came from there);
+        ``partial``: ``table`` holds only the rows of the step's ``table`` read, the rest are
+        unchanged."""
+        pending, read = self._pending, self._read
+        assert read is not None, "a step stages what it read through table()"
+        if pending is not None and pending.handed_results:
+            assert RESULTS in table.columns, f"{label}: the step dropped the tracked results"
+        self._counted.update(
+            dict.fromkeys(c for c in (*self.counters, *extra) if c in table.columns)
+        )
+        self._kept.update(dict.fromkeys(kept))
+        self._labels.append(label)
+        self._write_zk = write_zk
+        self._topic_names.update({t.index: t.name for t in self.ctx.topics.values()})
+        if read.rest is not None and partial:
+            table = read.rest.unionByName(table, allowMissingColumns=True)
+        if not partial or (pending is not None and not pending.partial):
+            self._pending = PendingRows(table, None, partial=False)
+        elif read.named or read.covers is None:
+            self._pending = PendingRows(table, None, partial=True)  # the next read commits it
+        else:
+            self._pending = PendingRows(table, read.covers, partial=True)
+        self._read = None
+
+    def commit_event(self) -> Gauges | None:
+        """Commit what the event staged (None if nothing), then send its replies."""
+        return self._commit_pending()
+
+    def _commit_pending(self) -> Gauges | None:
+        pending, replies = self._pending, self._on_commit
+        if pending is None:
+            return None
+        counted, kept = tuple(self._counted), tuple(self._kept)
+        label, write_zk = "+".join(dict.fromkeys(self._labels)), self._write_zk
+        names = dict(self._topic_names)
+        self._drop_pending()
+        table = unfold(pending.rows, counted, kept)
+        gauges = self._commit(table, label, counted, write_zk, kept, pending.partial, names)
+        for reply in replies:
+            assert self.ctx.committed is not None
+            reply(self.ctx.committed, gauges)
+        return gauges
+
+    def _commit(
+        self,
+        table: DataFrame,
+        label: str,
+        counters: tuple[str, ...],
+        write_zk: bool,
+        kept: tuple[str, ...],
+        partial: bool,
+        names: dict[int, str],
     ) -> Gauges:
         """Commit the next generation, mirror its changed states into ZooKeeper (unless they
         came from there), run the post-commit steps, and add to the event's record.
 
         ``kept``: per-row columns of ``table`` that stay in ``ctx.committed``; ``partial``:
         ``table`` holds only the rows the event may have touched, the rest are unchanged (see
-        ``ControllerContext.commit``)."""
+        ``ControllerContext.commit``); ``names``: every topic the event's steps knew (a
+        completed deletion drops its names before the commit)."""
         ctx = self.ctx
-        counters = tuple(dict.fromkeys(c for c in (*self.counters, *extra) if c in table.columns))
-        previous = ctx.partitions
-        topics = ctx.topics_frame()  # before any completed deletion drops names
+        names.update({t.index: t.name for t in ctx.topics.values()})
+        topics = ctx.topics_frame()
+        if len(names) > len(ctx.topics):
+            topics = local_frame(ctx.spark, sorted(names.items()), s.TOPICS_SCHEMA)
         live, deleting = ctx.view().live_or_shutting_down.ids, ctx.deleting
         counts: list[RequestCount] = []
         totals_of = event_totals(live, deleting, counts)
+        previous = ctx.partitions
         gauges = ctx.commit(table, label, counters, kept, totals_of, partial)
         committed = ctx.committed
         assert committed is not None and ctx.partitions is not None
@@ -170,12 +365,9 @@ class Committer:
                 self.state_change_log.append(lines, self.clock.now_ms())
         for step in self.after_commit:
             step(committed, gauges.counters)
-        # An event may still read the generation it started from after committing (a deletion
-        # step collects its facts then), so blocks are freed one commit later, or when the
-        # event ends (``end``).
-        for retired in self._retired:
-            release(retired)
-        self._retired = [*ctx.store.replaced, diff]
+        # A reply may still read the generation the event started from: blocks are freed
+        # when the event ends (``end``).
+        self._retired += [*ctx.store.replaced, diff]
         self.last_gauges = gauges
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)

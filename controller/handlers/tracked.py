@@ -5,13 +5,15 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from controller.commit.diff import PREVIOUS
+from controller.commit.pending import RESULTS
 from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import TRAIL
 
 # A row's refused transitions and the transitions it went through (for the state-change log and
-# the broker requests), and its values in the generation the handler started from (so the commit
-# finds the changed rows, and their old values, without a join).
-TRACKED = (ERRORS, TRAIL, PREVIOUS)
+# the broker requests), its values in the generation the handler started from (so the commit
+# finds the changed rows, and their old values, without a join), and the per-row results of the
+# event's earlier steps (``controller.commit.pending``).
+TRACKED = (ERRORS, TRAIL, PREVIOUS, RESULTS)
 
 
 def tracked(df: DataFrame) -> list[str]:

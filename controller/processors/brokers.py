@@ -40,7 +40,7 @@ class BrokerEvents:
     def process_broker_change(self, _: ev.BrokerChange) -> None:
         if not self.is_active():
             return
-        ctx, commit = self.ctx, self.committer.commit
+        ctx, stage = self.ctx, self.committer.stage
         registered = get_all_brokers(self.zk, watch=self.broker_watch)
         known = ctx.live_brokers
         new = sorted(set(registered) - set(known))
@@ -56,27 +56,26 @@ class BrokerEvents:
             for b in brokers:
                 ctx.add_live_broker(LiveBroker(b, registered[b].rack, registered[b].epoch))
 
-        # Each phase is committed on its own: a phase's counters and state-change errors are
-        # columns of its output, which the next phase's transforms would not carry.
+        # Each phase is a step of the event: the next reads the rows it staged.
         register(new)
         if new:
             started = self.on_broker_startup(BrokerSet.of(new), deleting)
-            commit(started, "BrokerChange", partial=True)
+            stage(started, "BrokerChange", partial=True)
             self.reassignments.on_brokers_started(BrokerSet.of(new), "BrokerChange")
         if bounced:
             ctx.remove_live_brokers(bounced)  # onBrokerFailure: a shutdown in progress ends
             failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
-            commit(failed, "BrokerChange", partial=True)
+            stage(failed, "BrokerChange", partial=True)
             # onReplicasBecomeOffline: the old incarnation's replica deletions failed with it.
             self.deletion.on_replicas_offline(BrokerSet.of(bounced), "BrokerChange")
             register(bounced)
             started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
-            commit(started, "BrokerChange", partial=True)
+            stage(started, "BrokerChange", partial=True)
             self.reassignments.on_brokers_started(BrokerSet.of(bounced), "BrokerChange")
         if dead:
             ctx.remove_live_brokers(dead)
             failed = self.on_broker_failure(BrokerSet.of(dead), deleting)
-            commit(failed, "BrokerChange", partial=True)
+            stage(failed, "BrokerChange", partial=True)
             self.deletion.on_replicas_offline(BrokerSet.of(dead), "BrokerChange")
         if new or bounced:
             self.deletion.on_brokers_started(BrokerSet.of([*new, *bounced]), "BrokerChange")
@@ -99,20 +98,20 @@ class BrokerEvents:
         table = hb.on_controlled_shutdown(
             self.committer.table(scope), event.broker_id, self.ctx.view(), deleting
         )
-        gauges = self.committer.commit(
-            table, "ControlledShutdown", extra=("remaining",), partial=True
+        self.committer.stage(table, "ControlledShutdown", extra=("remaining",), partial=True)
+        self.committer.on_commit(
+            lambda _, gauges: reply("NONE", gauges.counters.get("remaining", 0))
         )
-        reply("NONE", gauges.counters.get("remaining", 0))
 
     def on_broker_failure(self, dead: BrokerSet, deleting: list[int]) -> DataFrame:
-        """``handlers.brokers.on_broker_failure`` over the rows it may touch (commit it with
+        """``handlers.brokers.on_broker_failure`` over the rows it may touch (stage it with
         ``partial``)."""
         view, c = self.ctx.view(), self.committer
         scope = hb.broker_failure_scope(dead, view, c.width())
         return hb.on_broker_failure(c.table(scope), dead, view, c.unclean_column(), deleting)
 
     def on_broker_startup(self, new: BrokerSet, deleting: list[int]) -> DataFrame:
-        """``handlers.brokers.on_broker_startup`` over the rows it may touch (commit it with
+        """``handlers.brokers.on_broker_startup`` over the rows it may touch (stage it with
         ``partial``)."""
         view, c = self.ctx.view(), self.committer
         scope = hb.broker_startup_scope(new, c.width())

@@ -7,9 +7,10 @@ controller's queue. Broker changes and failover resume or fail deletions through
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
+
+from pyspark.sql import DataFrame
 
 from controller.events import controller_events as ev
 from controller.handlers import deletion as hd
@@ -66,7 +67,7 @@ class DeletionEvents:
             self.broker_id,
             sorted(requested - unknown),
         )
-        step = self.manager.enqueue_topics_for_deletion(self.committer.table(), queued, ctx.view())
+        step = self.manager.enqueue_topics_for_deletion(self._table(), queued, ctx.view())
         self.apply(step, "TopicDeletion")
 
     def process_topic_deletion_stop_replica_response_received(
@@ -87,7 +88,7 @@ class DeletionEvents:
             keys = in_partitions(bad)
             failed = lambda _b, _k: keys  # noqa: E731
         step = self.manager.on_stop_replica_response(
-            self.committer.table(), event.replica_id, failed, ctx.view()
+            self._table(), event.replica_id, failed, ctx.view()
         )
         self.apply(step, "TopicDeletionStopReplicaResponseReceived")
 
@@ -101,35 +102,37 @@ class DeletionEvents:
 
     def resume(self, label: str) -> None:
         if self.ctx.deletion.topics_to_be_deleted:
-            self.apply(
-                self.manager.resume_deletions(self.committer.table(), self.ctx.view()), label
-            )
+            self.apply(self.manager.resume_deletions(self._table(), self.ctx.view()), label)
 
     def on_replicas_offline(self, dead: BrokerSet, label: str) -> None:
         """onReplicasBecomeOffline: failReplicaDeletion for the replicas of ``dead``."""
         if self.ctx.deletion.topics_to_be_deleted:
             step = self.manager.fail_replica_deletion(
-                self.committer.table(), lambda b, _k: dead.contains(b), self.ctx.view()
+                self._table(), lambda b, _k: dead.contains(b), self.ctx.view()
             )
             self.apply(step, label)
 
     def on_brokers_started(self, started: BrokerSet, label: str) -> None:
         """resumeDeletionForTopics for the topics with replicas on ``started``."""
         if self.ctx.deletion.topics_to_be_deleted:
-            step = self.manager.on_brokers_started(self.committer.table(), started, self.ctx.view())
+            step = self.manager.on_brokers_started(self._table(), started, self.ctx.view())
             self.apply(step, label)
 
+    def _table(self) -> DataFrame:
+        """Every row, settled: a deletion step reads its rows twice (its per-topic facts, then
+        the transitions they decide), and its facts are collected before the event goes on."""
+        return self.committer.table(settled=True)
+
     def apply(self, step: hd.DeletionStep | None, label: str) -> None:
-        """Commit a deletion step, update the manager's sets, finish completed topics, and hand
+        """Stage a deletion step, update the manager's sets, finish completed topics, and hand
         each StopReplica(delete=true) batch to its broker (who answers on the queue)."""
         if step is None:
             return
         ctx = self.ctx
-        self.committer.commit(step.partitions, label, extra=(hd.STOP_REPLICA_DELETES,))
-        facts = [r.asDict() for r in step.topics.collect()]
-        stops = {
-            int(r[s.BROKER]): int(r[hd.STOP_REPLICA_DELETES]) for r in step.stop_replica.collect()
-        }
+        self.committer.stage(step.partitions, label, extra=(hd.STOP_REPLICA_DELETES,))
+        topics, stop_replica = self.committer.read(step.topics, step.stop_replica)
+        facts = [r.asDict() for r in topics]
+        stops = {int(r[s.BROKER]): int(r[hd.STOP_REPLICA_DELETES]) for r in stop_replica}
         done = ctx.deletion.commit_facts(facts)
         if done:
             names = set(ctx.topic_names(done))
@@ -141,20 +144,6 @@ class DeletionEvents:
             paths = [p for t in sorted(names) for p in topic_znode_paths(self.zk, t)]
             fenced_delete(self.zk, paths, ctx.epoch_zk_version)
             ctx.remove_topics(names)
-        self._refresh_topic_gauges()
         for broker, deletes in sorted(stops.items()):
             if deletes and broker in ctx.live_brokers:
                 self.put(ev.TopicDeletionStopReplicaResponseReceived(broker))
-
-    def _refresh_topic_gauges(self) -> None:
-        """Driver-side gauges change after the commit job ran (the sets move on collected facts)."""
-        record = self.committer.record
-        if record is None or record.gauges is None:
-            return
-        gauges = self.ctx.deletion.topic_gauges()
-        record.gauges = dataclasses.replace(
-            record.gauges,
-            global_topic_count=len(self.ctx.topics),
-            topics_to_delete_count=gauges["TopicsToDeleteCount"],
-            topics_ineligible_to_delete_count=gauges["TopicsIneligibleToDeleteCount"],
-        )

@@ -60,7 +60,7 @@ class ElectionEvents:
             c.unclean_column(),
             self.settings.kafka_version,
         )
-        c.commit(table, "ReplicaLeaderElection", partial=True)
+        c.stage(table, "ReplicaLeaderElection", partial=True)
         reply("NONE")
 
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
@@ -93,7 +93,7 @@ class ElectionEvents:
                 self.settings.kafka_version,
                 whole=self.ctx.partitions,
             )
-            c.commit(table, "AutoPreferredReplicaLeaderElection", partial=True)
+            c.stage(table, "AutoPreferredReplicaLeaderElection", partial=True)
         finally:
             self.schedule_auto_rebalance(
                 self.settings.leader_imbalance_check_interval_seconds * 1000
@@ -113,7 +113,7 @@ class ElectionEvents:
         table = he.on_unclean_leader_election_enable(
             c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting, entry.index
         )
-        c.commit(table, "TopicUncleanLeaderElectionEnable")
+        c.stage(table, "TopicUncleanLeaderElectionEnable")
 
     def process_unclean_leader_election_enable(self, _: ev.UncleanLeaderElectionEnable) -> None:
         if not self.is_active():
@@ -122,4 +122,4 @@ class ElectionEvents:
         table = he.on_unclean_leader_election_enable(
             c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting
         )
-        c.commit(table, "UncleanLeaderElectionEnable")
+        c.stage(table, "UncleanLeaderElectionEnable")

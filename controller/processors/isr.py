@@ -14,10 +14,13 @@ the broker registers again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from controller.commit.gauges import Gauges
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.handlers import isr as hi
@@ -107,7 +110,7 @@ class IsrEvents:
         table = self.committer.table(named=local_frame(self.spark, named, _KEY_SCHEMA))
         out = hi.with_zk_leadership(table, states)
         # The znodes already hold these states: nothing to write back.
-        self.committer.commit(
+        self.committer.stage(
             out, "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False, partial=True
         )
 
@@ -152,39 +155,53 @@ class IsrEvents:
                     if tp not in known
                 }
                 replies.append((request, unknown))
-        errors = self._alter_isr(rows) if rows else {}
         if len(batch) > 1:
             self.committer.count("coalesced_events", len(batch) - 1)
-        for request, reply in replies:
-            callback = request.callback or (lambda *a: None)
-            if isinstance(reply, str):
-                callback(reply)
-            else:
-                callback(reply | {tp: errors[tp] for tp in request.isrs_to_alter if tp in errors})
+
+        def answer(errors: dict[ev.TopicPartition, str]) -> None:
+            for request, reply in replies:
+                callback = request.callback or (lambda *a: None)
+                if isinstance(reply, str):
+                    callback(reply)
+                else:
+                    known = {tp: errors[tp] for tp in request.isrs_to_alter if tp in errors}
+                    callback(reply | known)
+
+        if rows:
+            self._alter_isr(rows, answer)
+        else:
+            answer({})
         if self.is_active() and self.committer.reassigning_partitions():
             self.reassignments.maybe_complete_reassignments()
 
-    def _alter_isr(self, rows: list[tuple[Any, ...]]) -> dict[ev.TopicPartition, str]:
-        """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader)."""
+    def _alter_isr(
+        self, rows: list[tuple[Any, ...]], answer: Callable[[dict[ev.TopicPartition, str]], None]
+    ) -> None:
+        """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader);
+        ``answer`` gets the per-partition errors once they are committed."""
         requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
-        out = hi.alter_isr(self.committer.table(named=requests), requests)
-        # The replies are read off the committed generation: one evaluation makes both.
-        self.committer.commit(
+        table = self.committer.table(keys={(r[0], r[1]) for r in rows})
+        out = hi.alter_isr(table, requests)
+        # The replies are read off the committed rows: one evaluation makes both.
+        self.committer.stage(
             out,
             "AlterIsrReceived",
             extra=(hi.ISR_UPDATED,),
             kept=(hi.ALTER_ISR_ERROR,),
             partial=True,
         )
-        committed = self.ctx.committed
-        assert committed is not None
         names = {t.index: t.name for t in self.ctx.topics.values()}
-        replied = committed.where(F.col(hi.ALTER_ISR_ERROR).isNotNull())
-        errors = {
-            ev.TopicPartition(names[r[0]], r[1]): r[2]
-            for r in replied.select(*_KEY, hi.ALTER_ISR_ERROR).collect()
-        }
-        return errors
+
+        def replied(committed: DataFrame, _: Gauges) -> None:
+            errors = committed.where(F.col(hi.ALTER_ISR_ERROR).isNotNull())
+            answer(
+                {
+                    ev.TopicPartition(names[r[0]], r[1]): r[2]
+                    for r in errors.select(*_KEY, hi.ALTER_ISR_ERROR).collect()
+                }
+            )
+
+        self.committer.on_commit(replied)
 
     # -- §8.6 ----------------------------------------------------------------------------------
     def process_log_dir_event_notification(self, _: ev.LogDirEventNotification) -> None:
@@ -213,4 +230,4 @@ class IsrEvents:
         # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
         table = self.brokers.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
-        self.committer.commit(table, "LogDirEventNotification", partial=True)
+        self.committer.stage(table, "LogDirEventNotification", partial=True)

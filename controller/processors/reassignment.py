@@ -91,7 +91,8 @@ class ReassignmentEvents:
             return
         names = {t.index: t.name for t in self.ctx.topics.values()}
         listed = {}
-        for r in rp.list_reassignments(self.committer.table()).collect():
+        (listing,) = self.committer.read(rp.list_reassignments(self.committer.table()))
+        for r in listing:
             tp = ev.TopicPartition(names[r[s.TOPIC_INDEX]], r[s.PARTITION])
             if event.partitions is None or tp in event.partitions:
                 listed[tp] = (r[rp.REPLICAS_LIST], r[rp.ADDING_LIST], r[rp.REMOVING_LIST])
@@ -120,7 +121,7 @@ class ReassignmentEvents:
         checked = rp.validate_reassignments(
             table, plan, self.ctx.view().live, self.ctx.deleting, api
         )
-        results = checked.collect()
+        (results,) = self.committer.read(checked)
         errors = {
             ev.TopicPartition(keyed[(r[s.TOPIC_INDEX], r[s.PARTITION])], r[s.PARTITION]): r[
                 rp.ERROR
@@ -149,7 +150,7 @@ class ReassignmentEvents:
             replaces_ongoing=any(r[rp.REASSIGNING] for r in accepted),
             may_complete=any(r[rp.COMPLETES] for r in accepted),
         )
-        self.committer.commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=not widens)
+        self.committer.stage(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=not widens)
         log.info(
             "[Controller id=%d] Reassigning %d partitions of topics %s",
             self.broker_id, len(accepted), sorted({names[r[s.TOPIC_INDEX]] for r in accepted}),
@@ -158,13 +159,14 @@ class ReassignmentEvents:
 
     def resume_reassignments(self) -> None:
         """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
-        # Only partitions being reassigned can change: a partial commit.
-        table = self.committer.table(rp.being_reassigned())
+        # Only partitions being reassigned can change: a partial step. The plan is read off
+        # the rows it joins back to: settled.
+        table = self.committer.table(rp.being_reassigned(), settled=True)
         plan = rp.ongoing_plan(table)
-        if plan.limit(1).count():
+        if self.committer.exists(plan):
             # The targets are the reassignments' own: none is replaced.
             out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
-            self.committer.commit(
+            self.committer.stage(
                 out.drop(rp.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
             )
         if self.register_reassignment_watch():
@@ -175,19 +177,20 @@ class ReassignmentEvents:
         ``onPartitionReassignment`` again (its epoch moves on, the adding replicas hear of it)."""
         if not self.committer.reassigning_partitions():
             return
-        # Only those partitions can change: a partial commit.
-        table = self.committer.table(rp.targets_any(started, self.committer.width()))
+        # Only those partitions can change: a partial step, settled (as above).
+        scope = rp.targets_any(started, self.committer.width())
+        table = self.committer.table(scope, settled=True)
         plan = rp.ongoing_plan(table)
-        if plan.limit(1).count():
+        if self.committer.exists(plan):
             # The targets are the reassignments' own: none is replaced.
             out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
-            self.committer.commit(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=True)
+            self.committer.stage(out.drop(rp.ERROR), label, extra=hr.COUNTERS, partial=True)
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""
         table = self.committer.table(rp.being_reassigned())  # the only rows it may touch
         out = hr.maybe_complete_reassignment(table, self.ctx.view())
-        self.committer.commit(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
+        self.committer.stage(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 
     # -- after a commit ------------------------------------------------------------------------
     def after_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:
@@ -208,7 +211,9 @@ class ReassignmentEvents:
         indices = [r[0] for r in changed.select(s.TOPIC_INDEX).distinct().collect()]
         if not indices:
             return
-        table = self.committer.table().where(F.col(s.TOPIC_INDEX).isin(indices))
+        committed = self.ctx.partitions
+        assert committed is not None
+        table = committed.where(F.col(s.TOPIC_INDEX).isin(indices))
         public = to_public_partitions(table, self.ctx.topics_frame())
         ops = [
             SetData(TopicZNode.path(r[0]), _with_topic_id(r[1], self.ctx.topics[r[0]].topic_id))

@@ -113,14 +113,14 @@ class TopicEvents:
         self.assign_missing_topic_ids(ctx.topic_names(set(assignments)))
         if not assignments:
             if gone:
-                self.committer.commit(table, "TopicChange")
+                self.committer.stage(table, "TopicChange")
             return
         log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
         rows = assigned_partition_rows(self.spark, assignments, s.width(table))
         table = on_new_partition_creation(
             add_partition_rows(table, rows), in_topics(sorted(assignments)), ctx.view()
         )
-        self.committer.commit(table, "TopicChange", extra=(INITIALIZED, INIT_FAILED))
+        self.committer.stage(table, "TopicChange", extra=(INITIALIZED, INIT_FAILED))
 
     def process_partition_modifications(self, event: ev.PartitionModifications) -> None:
         if not self.is_active():
@@ -154,4 +154,4 @@ class TopicEvents:
         new = (F.col(s.TOPIC_INDEX) == entry.index) & (F.col(s.PARTITION) >= entry.partitions)
         table = on_new_partition_creation(add_partition_rows(table, rows), new, ctx.view())
         ctx.set_partition_count(entry.name, len(znode.partitions))
-        self.committer.commit(table, "PartitionModifications", extra=(INITIALIZED, INIT_FAILED))
+        self.committer.stage(table, "PartitionModifications", extra=(INITIALIZED, INIT_FAILED))

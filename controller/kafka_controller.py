@@ -104,7 +104,9 @@ class KafkaController:
         self.brokers = BrokerEvents(parts, self.deletion, self.reassignments)
         self.topics = TopicEvents(parts)
         self.elections = ElectionEvents(parts, timer)
-        self.isr = IsrEvents(parts, store, self.events, self.brokers, self.reassignments)
+        self.isr = IsrEvents(
+            parts, store, self.events, self.brokers, self.deletion, self.reassignments
+        )
         # The topic znodes and the reassignment request follow each committed assignment.
         self.committer.after_commit.append(self.reassignments.after_commit)
         self.handlers: dict[type[ev.ControllerEvent], Handler] = {

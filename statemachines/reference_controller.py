@@ -7,16 +7,15 @@ Kafka's event entry points. Each runs the per-partition rules of ``reference_bro
 ``KafkaController`` does, and keeps their result. It follows one controller for as long as it
 stays active; a failover starts a new one (``after_failover``).
 
-Outside it, for want of plain-Python rules: ISR changes (AlterIsr, IsrChangeNotification; a
-reassignment's ISR change is ``maybe_complete_reassignment`` over an ISR the caller sets), log
-directory failures and LeaderAndIsr response errors, broker modifications, feature updates,
-``delete.topic.enable=false``, and failover onto a cluster with brokers down.
+Outside it, for want of plain-Python rules: LeaderAndIsr response errors, broker
+modifications, feature updates, ``delete.topic.enable=false``, and failover onto a cluster with
+brokers down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from statemachines import reference_brokers as ref_brokers
 from statemachines import reference_election as ref_election
@@ -58,6 +57,8 @@ class ReferenceController:
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
     stop_replica_deletes: dict[int, int] = field(default_factory=dict)
     deleted_topics: set[str] = field(default_factory=set)
+    # Brokers whose log directory failed (§8.6), until they register again.
+    offline_dir_brokers: set[int] = field(default_factory=set)
 
     @classmethod
     def after_failover(
@@ -129,6 +130,7 @@ class ReferenceController:
         replicas on them."""
         new = set(brokers)
         self.live |= new
+        self._set_offline_dirs(self.offline_dir_brokers - new)  # §8.6: registered again
         out = ref_brokers.on_broker_startup(
             self.partitions,
             self.states,
@@ -173,6 +175,35 @@ class ReferenceController:
             failed = [k for k in self.states if k[2] in dead]
             self._deletion(lambda d: d.fail_replica_deletion(failed))
         return out
+
+    def on_log_dir_failure(self, brokers: Collection[int]) -> ref_brokers.BrokerEventOutcome:
+        """§8.6 LogDirEventNotification from ``brokers`` (each with one log directory): their
+        replicas answer LeaderAndIsr with KAFKA_STORAGE_ERROR and ``onReplicasBecomeOffline``
+        follows, as for a failed broker, except that the brokers stay registered. Brokers
+        already failed, or not live, are left alone."""
+        failed = (set(brokers) & self.live) - self.offline_dir_brokers
+        self._set_offline_dirs(self.offline_dir_brokers | failed)
+        out = ref_brokers.on_broker_failure(
+            self.partitions,
+            self.states,
+            failed,
+            self.view(),
+            self.unclean_by_topic,
+            self.topics_to_be_deleted,
+        )
+        self.partitions, self.states = out.partitions, out.states
+        if self.topics_to_be_deleted and failed:
+            replicas = [k for k in self.states if k[2] in failed]
+            self._deletion(lambda d: d.fail_replica_deletion(replicas))
+        return out
+
+    def _set_offline_dirs(self, brokers: set[int]) -> None:
+        """Every partition's replicas on failed log directories are those of ``brokers``."""
+        self.offline_dir_brokers = set(brokers)
+        for k, p in self.partitions.items():
+            offline = frozenset(brokers & set(p.replicas))
+            if offline != p.offline_dir_replicas:
+                self.partitions[k] = replace(p, offline_dir_replicas=offline)
 
     def on_broker_bounce(self, brokers: Collection[int]) -> None:
         """§8.3: a broker registered again with a new epoch: failure, then startup."""
@@ -345,6 +376,58 @@ class ReferenceController:
         self._deletion(lambda d: d.on_stop_replica_response(broker, failed))
 
     # -- §10 reassignment ------------------------------------------------------------------------
+    # -- §12 ISR changes ---------------------------------------------------------------------------
+    def update_leader_and_isr_cache(
+        self, states: Mapping[Key, tuple[int, int, tuple[int, ...], int, int]]
+    ) -> set[Key]:
+        """§12.4 IsrChangeNotification: the leadership each partition's state znode holds
+        (leader, leader epoch, ISR, controller epoch, znode version) replaces the cached one;
+        returns the partitions updated (those the controller knows)."""
+        known = {k: v for k, v in states.items() if k in self.partitions}
+        for k, (leader, epoch, isr, controller_epoch, version) in known.items():
+            self.partitions[k] = replace(
+                self.partitions[k],
+                leader=leader,
+                leader_epoch=epoch,
+                isr=tuple(isr),
+                controller_epoch=controller_epoch,
+                zk_version=version,
+            )
+        return set(known)
+
+    def on_alter_isr(
+        self, broker: int, items: Mapping[Key, tuple[int, tuple[int, ...], int]]
+    ) -> dict[Key, str]:
+        """§12.5 step 2, for the items (leader epoch, new ISR, current ISR version) of an
+        AlterIsr request from ``broker`` that passed the request-level checks; returns each
+        partition's error name.
+
+        An accepted change writes (leader = sender, the request's leader epoch, the new ISR)
+        at the next znode version; the cached controller epoch stays (Kafka copies the cached
+        leadership with the new LeaderAndIsr). An unchanged one is answered without a write.
+        """
+        errors: dict[Key, str] = {}
+        for k, (epoch, new_isr, version) in items.items():
+            p = self.partitions.get(k)
+            if p is None or not p.has_leadership:
+                errors[k] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif epoch < p.leader_epoch:
+                errors[k] = "FENCED_LEADER_EPOCH"
+            elif (p.leader, p.leader_epoch, p.isr) == (broker, epoch, tuple(new_isr)):
+                errors[k] = "NONE"
+            elif version != p.zk_version:
+                errors[k] = "INVALID_UPDATE_VERSION"
+            else:
+                errors[k] = "NONE"
+                self.partitions[k] = replace(
+                    p,
+                    leader=broker,
+                    leader_epoch=epoch,
+                    isr=tuple(new_isr),
+                    zk_version=p.zk_version + 1,
+                )
+        return errors
+
     def on_partition_reassignment(
         self, plan: Mapping[Key, Sequence[int] | None], api: bool = True
     ) -> ref_reassignment.ReassignmentOutcome:

@@ -11,7 +11,7 @@ plain Python) through the same events, for as long as the controller does not mo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -25,7 +25,7 @@ from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
 from controller.zk.admin_zk_client import set_topic_config
 from controller.zk.kafka_zk_client import get_controller_id
-from controller.zk.paths import ControllerEpochZNode
+from controller.zk.paths import ControllerEpochZNode, PartitionStateZNode
 from statemachines import schemas as s
 from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.layout import to_public_partitions
@@ -117,7 +117,10 @@ def cluster_specs(draw: st.DrawFn) -> ClusterSpec:
 
 # ---- steps and events ---------------------------------------------------------------------------
 
-BROKER_KINDS = ("crash", "start", "controlled_shutdown", "expire")
+BROKER_KINDS = ("crash", "start", "controlled_shutdown", "expire", "log_dir_failure")
+# AlterIsr variants (``Step.pick``): drop a follower, add an out-of-sync replica, an older ISR
+# version, an older leader epoch.
+ALTER_ISR_KINDS = ("shrink", "expand", "stale_version", "fenced_epoch")
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,8 @@ class Step:
             return "Step(rebalance)"
         if self.kind == "unclean_enable":
             return f"Step(unclean_enable pick={self.pick})"
+        if self.kind == "alter_isr":
+            return f"Step(alter_isr {ALTER_ISR_KINDS[self.pick % 4]} subset={self.subset})"
         return f"Step({self.kind} {self.target} pick={self.pick})"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -166,13 +171,16 @@ def steps(failover: bool) -> st.SearchStrategy[Step]:
     other = st.builds(
         Step, kind=st.sampled_from(["rebalance", "unclean_enable"]), pick=st.integers(0, 2)
     )
-    return st.one_of(broker, broker, elect, other)
+    alter_isr = st.builds(
+        Step, kind=st.just("alter_isr"), pick=st.integers(0, 3), subset=st.integers(0, 63)
+    )
+    return st.one_of(broker, broker, elect, other, alter_isr)
 
 
 @dataclass(frozen=True)
 class Event:
-    """A resolved step: a broker event, an ElectLeaders request, an auto-rebalance check, or a
-    topic's unclean election turned on."""
+    """A resolved step: a broker event, an ElectLeaders request, an auto-rebalance check, a
+    topic's unclean election turned on, or an AlterIsr request from a partition's leader."""
 
     kind: str
     broker: int = -1
@@ -180,6 +188,7 @@ class Event:
     partitions: frozenset[Key] | None = None
     of_controller: bool = False
     topic: str = ""
+    alter: tuple[Key, ev.AlterIsrItem] | None = None
 
     def __str__(self) -> str:
         if self.kind == "elect":
@@ -191,6 +200,9 @@ class Event:
             return f"auto-rebalance check (+{CHECK_INTERVAL_S}s)"
         if self.kind == "unclean_enable":
             return f"{UNCLEAN}=true on topic {self.topic}"
+        if self.kind == "alter_isr" and self.alter is not None:
+            key, item = self.alter
+            return f"AlterIsr from broker {self.broker} for {name(key)}: {item}"
         role = " (active controller)" if self.of_controller else ""
         return f"{self.kind.replace('_', ' ')} of broker {self.broker}{role}"
 
@@ -280,11 +292,13 @@ class Harness:
             keys = self.spec.keys
             chosen = frozenset(k for i, k in enumerate(keys) if step.subset >> i & 1)
             return Event("elect", election=step.election, partitions=chosen or None)
+        if step.kind == "alter_isr":
+            return self._alter_isr(step)
         running = self.running()
         if step.kind == "start":
             stopped = sorted(set(self.spec.brokers) - set(running))
             return Event("start", stopped[step.pick % len(stopped)]) if stopped else None
-        if step.kind in ("crash", "controlled_shutdown") and len(running) < 2:
+        if step.kind in ("crash", "controlled_shutdown", "log_dir_failure") and len(running) < 2:
             return None
         me = self.active().broker_id
         candidates = [me] if step.target == "controller" else [b for b in running if b != me]
@@ -292,6 +306,32 @@ class Harness:
             return None
         b = candidates[step.pick % len(candidates)]
         return Event(step.kind, b, of_controller=b == me)
+
+    def _alter_isr(self, step: Step) -> Event | None:
+        """An AlterIsr item from the leader of the ``subset``-th partition, as the state znode
+        holds it: the ISR without its last follower, with the first out-of-sync replica (live or
+        not: Kafka 2.8 does not check), or a
+        change proposed at an older ISR version or leader epoch."""
+        keys = self.spec.keys
+        key = keys[step.subset % len(keys)]
+        data, stat = self.admin.get(PartitionStateZNode.path(*key))
+        state = PartitionStateZNode.decode(data, "")
+        ctrl = self.active()
+        sender = ctrl.ctx.live_brokers.get(state.leader)
+        if sender is None:
+            return None
+        replicas = next(p.replicas for p in self.spec.partitions if (p.topic, p.partition) == key)
+        isr = tuple(state.isr)
+        kind = ALTER_ISR_KINDS[step.pick % len(ALTER_ISR_KINDS)]
+        followers = [r for r in isr if r != state.leader]
+        new_isr = tuple(r for r in isr if r != followers[-1]) if followers else isr
+        if kind == "expand":
+            missing = [r for r in replicas if r not in isr]
+            new_isr = (*isr, missing[0]) if missing else isr
+        epoch = state.leader_epoch - (kind == "fenced_epoch")
+        version = stat.version - (kind == "stale_version")
+        item = ev.AlterIsrItem(epoch, new_isr, version)
+        return Event("alter_isr", sender.id, alter=(key, item))
 
     def apply(self, event: Event) -> int:
         """Run ``event`` to quiescence; returns how many auto-rebalance checks ran meanwhile."""
@@ -305,6 +345,15 @@ class Harness:
             c.controlled_shutdown(event.broker)
         elif event.kind == "expire":
             c.expire_session(event.broker)
+        elif event.kind == "log_dir_failure":
+            c.log_dir_failure(event.broker)
+        elif event.kind == "alter_isr":
+            assert event.alter is not None
+            (topic, partition), item = event.alter
+            ctrl = self.active()
+            epoch = ctrl.ctx.live_brokers[event.broker].epoch
+            tp = ev.TopicPartition(topic, partition)
+            ctrl.events.put(ev.AlterIsrReceived(event.broker, epoch, {tp: item}))
         elif event.kind == "elect":
             tps = None
             if event.partitions is not None:
@@ -509,6 +558,12 @@ def predict(rc: ReferenceController, event: Event, rebalance_checks: int) -> Non
         rc.on_broker_startup({event.broker})
     elif event.kind == "expire":  # a bounce in one BrokerChange (§8.3)
         rc.on_broker_bounce({event.broker})
+    elif event.kind == "log_dir_failure":
+        rc.on_log_dir_failure({event.broker})
+    elif event.kind == "alter_isr":
+        assert event.alter is not None
+        key, item = event.alter
+        rc.on_alter_isr(event.broker, {key: item})
     elif event.kind == "controlled_shutdown":
         # The broker retries while partitions remain (§8.4), as EmulatedCluster does.
         rc.shut_down_broker(event.broker, CONTROLLED_SHUTDOWN_MAX_RETRIES)
@@ -527,6 +582,8 @@ def differences(predicted: Mapping[Key, Partition], actual: Mapping[Key, Partiti
     out = []
     for key in sorted(set(predicted) | set(actual)):
         want, got = predicted.get(key), actual.get(key)
+        if want is not None:  # the table keeps failed log directories per broker, not per row
+            want = replace(want, offline_dir_replicas=frozenset())
         if want != got:
             out.append(f"{name(key)}: model {brief(want)}, controller {brief(got)}")
     return out

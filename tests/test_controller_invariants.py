@@ -166,3 +166,55 @@ def test_controlled_shutdown_when_every_partition_has_one_replica(spark: SparkSe
         assert (t1.leader, t1.state) == (-1, PartitionState.OfflinePartition)
     finally:
         h.close()
+
+
+def _follow(spark: SparkSession, spec: ClusterSpec, plan: list[Step]) -> Harness:
+    """Run ``plan`` on a new cluster beside the reference; each step must agree with it and keep
+    the invariants. Returns the harness (close it)."""
+    h = Harness(spark, spec)
+    snap = h.snapshot()
+    model = predictor(spec, snap.epoch[0])
+    for step in plan:
+        event = h.resolve(step)
+        assert event is not None, step
+        checks = h.apply(event)
+        before, snap = snap, h.snapshot()
+        assert violations(snap, before) == [], event
+        predict(model, event, checks)
+        assert differences(model.partitions, snap.partitions) == [], event
+    return h
+
+
+def test_alter_isr_requests_are_answered_and_applied_as_the_model_says(
+    spark: SparkSession,
+) -> None:
+    """§12.5: a shrink and an expansion from the leader are written (leader epoch kept, znode
+    version +1); a proposal at an older ISR version or leader epoch changes nothing. The
+    controller's table and ZooKeeper follow the reference at every step."""
+    parts = (_online("t0", (1, 2, 3)),)
+    plan = [Step("alter_isr", pick=k) for k in (0, 2, 3, 1)]  # shrink, stale, fenced, expand
+    h = _follow(spark, ClusterSpec((1, 2, 3), parts, frozenset()), plan)
+    try:
+        got = h.snapshot().partitions[("t0", 0)]
+        # The shrink dropped 3 (version 1), the expansion added it back (version 2).
+        assert (got.leader, got.isr, got.leader_epoch, got.zk_version) == (1, (1, 2, 3), 0, 2)
+    finally:
+        h.close()
+
+
+def test_a_failed_log_directory_moves_leadership_and_leaves_the_isr_as_the_model_says(
+    spark: SparkSession,
+) -> None:
+    """§8.6: broker 2's log directory fails while it stays registered: t1, which it led,
+    elects 1; t0 drops 2 from its ISR."""
+    parts = (_online("t0", (1, 2, 3)), _online("t1", (2, 1)))
+    plan = [Step("log_dir_failure", target="follower", pick=0), Step("rebalance")]
+    h = _follow(spark, ClusterSpec((1, 2, 3), parts, frozenset()), plan)
+    try:
+        snap = h.snapshot()
+        assert 2 in snap.registered
+        t0, t1 = snap.partitions[("t0", 0)], snap.partitions[("t1", 0)]
+        assert (t0.leader, t0.isr) == (1, (1, 3))
+        assert (t1.leader, t1.isr) == (1, (1,))
+    finally:
+        h.close()

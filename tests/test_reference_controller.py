@@ -342,3 +342,44 @@ def test_reassignment_to_an_offline_broker_runs_again_when_it_starts() -> None:
     rc.maybe_complete_reassignment()
     p = rc.partitions[T0]
     assert (p.replicas, p.leader, p.isr, p.leader_epoch) == ((2,), 2, (2,), 4)
+
+
+# ---- ISR changes (§12.4, §12.5) and log directory failures (§8.6) -----------------------------
+
+
+def test_alter_isr_answers_per_partition_and_writes_only_accepted_changes() -> None:
+    rc = _controller(_partition((1, 2, 3), (1, 2, 3), 1), _partition((2, 3), (2, 3), 2, pid=1))
+    errors = rc.on_alter_isr(
+        1,
+        {
+            T0: (0, (1, 2), 0),  # shrink: written
+            ("t", 1): (0, (2,), 0),  # broker 1 is not its leader but the epoch and version hold
+            ("t", 9): (0, (1,), 0),
+        },
+    )
+    assert errors == {T0: "NONE", ("t", 1): "NONE", ("t", 9): "UNKNOWN_TOPIC_OR_PARTITION"}
+    assert _leadership(rc.partitions[T0]) == (1, (1, 2), 0, 1, ONLINE)
+    assert rc.on_alter_isr(1, {T0: (0, (1, 2), 1)}) == {T0: "NONE"}  # unchanged: no write
+    assert rc.partitions[T0].zk_version == 1
+    assert rc.on_alter_isr(1, {T0: (0, (1, 2, 3), 0)}) == {T0: "INVALID_UPDATE_VERSION"}
+    rc.partitions[T0] = replace(rc.partitions[T0], leader_epoch=4)
+    assert rc.on_alter_isr(1, {T0: (3, (1,), 1)}) == {T0: "FENCED_LEADER_EPOCH"}
+
+
+def test_isr_change_notification_reloads_the_cached_leadership() -> None:
+    rc = _controller(_partition((1, 2, 3), (1, 2, 3), 1))
+    states = {T0: (1, 0, (1, 3), 2, 1), ("x", 0): (1, 0, (1,), 2, 1)}
+    assert rc.update_leader_and_isr_cache(states) == {T0}  # an unknown partition is skipped
+    assert _leadership(rc.partitions[T0]) == (1, (1, 3), 0, 1, ONLINE)
+
+
+def test_log_dir_failure_fails_the_replicas_until_the_broker_registers_again() -> None:
+    rc = _controller(_partition((1, 2, 3), (1, 2, 3), 1))
+    out = rc.on_log_dir_failure({1})
+    assert out.elected == {T0} and 1 in rc.live
+    assert _leadership(rc.partitions[T0]) == (2, (2, 3), 1, 1, ONLINE)
+    assert rc.states[("t", 0, 1)] == ReplicaState.OfflineReplica
+    assert rc.on_log_dir_failure({1}).elected == set()  # already failed: nothing more
+    rc.on_broker_bounce({1})  # registers again: the directory is back
+    assert rc.states[("t", 0, 1)] == ReplicaState.OnlineReplica
+    assert rc.partitions[T0].offline_dir_replicas == frozenset()

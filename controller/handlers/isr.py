@@ -83,6 +83,8 @@ def alter_isr(table: DataFrame, requests: DataFrame) -> DataFrame:
         c: F.when(write, v).otherwise(F.col(c)) for c, v in _with_isr(F.col("_new_isr"), w).items()
     }
     updates[s.LEADER] = F.when(write, F.col("_sender")).otherwise(F.col(s.LEADER))
+    # Kafka writes the request's LeaderAndIsr: its leader epoch too (never below the cached).
+    updates[s.LEADER_EPOCH] = F.when(write, F.col("_req_epoch")).otherwise(F.col(s.LEADER_EPOCH))
     updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
     return joined.select(
         *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],

@@ -26,6 +26,7 @@ from controller.events.event_manager import ControllerEventManager
 from controller.handlers import isr as hi
 from controller.partition_store import PartitionStateStore
 from controller.processors.brokers import BrokerEvents
+from controller.processors.deletion import DeletionEvents
 from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
 from controller.zk.kafka_zk_client import fenced_delete
@@ -54,6 +55,7 @@ class IsrEvents:
         store: PartitionStateStore,
         events: ControllerEventManager,
         brokers: BrokerEvents,
+        deletion: DeletionEvents,
         reassignments: ReassignmentEvents,
     ) -> None:
         self.ctx, self.zk, self.spark = parts.ctx, parts.zk, parts.spark
@@ -62,6 +64,7 @@ class IsrEvents:
         self.store = store
         self.events = events
         self.brokers = brokers
+        self.deletion = deletion
         self.reassignments = reassignments
 
     def isr_watch(self, _: Any) -> None:
@@ -231,3 +234,5 @@ class IsrEvents:
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
         table = self.brokers.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
         self.committer.stage(table, "LogDirEventNotification", partial=True)
+        # onReplicasBecomeOffline: their replica deletions fail with them.
+        self.deletion.on_replicas_offline(BrokerSet.of(failed), "LogDirEventNotification")

@@ -8,8 +8,8 @@ Kafka's event entry points. Each runs the per-partition rules of ``reference_bro
 stays active; a failover starts a new one (``after_failover``).
 
 Outside it, for want of plain-Python rules: LeaderAndIsr response errors, broker
-modifications, feature updates, ``delete.topic.enable=false``, and failover onto a cluster with
-brokers down.
+modifications, feature updates and ``delete.topic.enable=false``; a failover resumes no
+reassignment or deletion (``after_failover`` starts from partitions without either).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from statemachines import reference_election as ref_election
 from statemachines import reference_reassignment as ref_reassignment
 from statemachines import reference_topics as ref_topics
 from statemachines.election_kinds import ElectionTrigger, ElectionType
-from statemachines.reference import Partition, View
+from statemachines.partition_states import PartitionState
+from statemachines.reference import Partition, View, handle_replica_state_changes
 from statemachines.replica_states import ReplicaState
 
 Key = tuple[str, int]
@@ -33,6 +34,15 @@ CONTROLLED_SHUTDOWN_MAX_RETRIES = 3
 
 LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10
 """Kafka's default ``leader.imbalance.per.broker.percentage``."""
+
+
+def _startup_state(p: Partition, live: set[int]) -> Partition:
+    """§5.4 step 1: a partition's state from its leadership, as a new controller sets it."""
+    if not p.has_leadership:
+        return replace(p, state=PartitionState.NewPartition)
+    online = p.leader in live and p.leader not in p.offline_dir_replicas
+    state = PartitionState.OnlinePartition if online else PartitionState.OfflinePartition
+    return replace(p, state=state)
 
 
 @dataclass
@@ -69,21 +79,29 @@ class ReferenceController:
         unclean_by_topic: Mapping[str, bool] | None = None,
         kafka_version: tuple[int, int] = (2, 8),
     ) -> ReferenceController:
-        """§6.4 onto a cluster whose every assigned broker is live: every replica OnlineReplica,
-        then ``triggerOnlinePartitionStateChange()`` for New/Offline partitions.
+        """A new controller over the partitions ZooKeeper holds, ``live`` the registered brokers.
 
-        The partitions' states are taken as recorded. Raises ValueError when a replica's broker
-        is not in ``live`` (replica state initialisation for dead brokers has no rule here).
+        §5.4 step 1 first: a partition with leadership is OnlinePartition when its leader is
+        live, else OfflinePartition; one without is NewPartition. Then §6.4: replicas on live
+        brokers are OnlineReplica, the others ReplicaDeletionIneligible and then OfflineReplica
+        (which takes them out of the ISR); then ``triggerOnlinePartitionStateChange()``.
         """
-        parts = {(p.topic, p.partition): p for p in partitions}
-        down = {r for p in parts.values() for r in p.replicas} - set(live)
-        if down:
-            raise ValueError(f"replicas on brokers that are not live: {sorted(down)}")
+        parts = {(p.topic, p.partition): _startup_state(p, set(live)) for p in partitions}
         states = {
-            (t, p, r): ReplicaState.OnlineReplica for (t, p), q in parts.items() for r in q.replicas
+            (t, p, r): ReplicaState.OnlineReplica
+            if r in live
+            else ReplicaState.ReplicaDeletionIneligible
+            for (t, p), q in parts.items()
+            for r in q.replicas
         }
         flags = {t: False for t, _ in parts} | dict(unclean_by_topic or {})
         rc = cls(parts, states, set(live), controller_epoch, flags, kafka_version=kafka_version)
+        down = [k for k, state in states.items() if state != ReplicaState.OnlineReplica]
+        if down:
+            step = handle_replica_state_changes(
+                rc.partitions, rc.states, down, ReplicaState.OfflineReplica, controller_epoch
+            )
+            rc.partitions, rc.states = step.partitions, step.states
         rc._absorb_election(
             ref_election.on_unclean_leader_election_enable(
                 rc.partitions, rc.view(), rc.unclean_by_topic

@@ -550,6 +550,20 @@ def predictor(spec: ClusterSpec, epoch: int) -> ReferenceController:
     return ReferenceController.after_failover(spec.partitions, spec.brokers, epoch, unclean)
 
 
+def failover(
+    rc: ReferenceController, spec: ClusterSpec, live: set[int], epoch: int, rebalance_checks: int
+) -> ReferenceController:
+    """Kafka's rules for the controller that took over from ``rc``'s (epoch ``epoch``, the
+    ``live`` brokers registered): it reads the partitions as ``rc`` left them in ZooKeeper
+    (failed log directories are not in ZooKeeper), then runs its auto-rebalance checks."""
+    zk = [replace(p, offline_dir_replicas=frozenset()) for p in rc.partitions.values()]
+    unclean = {t: True for t in rc.unclean_by_topic if rc.unclean_by_topic[t]}
+    new = ReferenceController.after_failover(zk, live, epoch, unclean)
+    for _check in range(rebalance_checks):
+        new.check_and_trigger_auto_leader_rebalance(IMBALANCE_PERCENTAGE)
+    return new
+
+
 def predict(rc: ReferenceController, event: Event, rebalance_checks: int) -> None:
     """Apply ``event`` to the reference controller as the harness applied it to the cluster."""
     if event.kind == "crash":

@@ -47,9 +47,17 @@ def test_failover_with_every_broker_live_marks_replicas_online_and_changes_no_pa
     assert rc.states == {("t", 0, r): ReplicaState.OnlineReplica for r in (1, 2, 3)}
 
 
-def test_failover_refuses_replicas_on_brokers_that_are_down() -> None:
-    with pytest.raises(ValueError, match=r"\[3\]"):
-        _controller(_partition((1, 2, 3), (1, 2), 1), live=(1, 2))
+def test_failover_with_a_broker_down_takes_its_replicas_offline_and_elects_its_partitions() -> None:
+    """§5.4, §6.4: broker 3 is not registered. Its replica of t-0 (out of the ISR) goes
+    ReplicaDeletionIneligible then OfflineReplica without a write; t-1, which it led, starts
+    OfflinePartition, loses 3 from its ISR (leader -1, one write) and elects 1 (a second)."""
+    t0 = _partition((1, 2, 3), (1, 2), 1)
+    t1 = _partition((3, 1), (3, 1), 3, pid=1)
+    rc = _controller(t0, t1, live=(1, 2))
+    assert rc.partitions[T0] == t0
+    assert _leadership(rc.partitions[("t", 1)]) == (1, (1,), 2, 2, ONLINE)
+    assert rc.states[("t", 0, 3)] == rc.states[("t", 1, 3)] == ReplicaState.OfflineReplica
+    assert rc.states[("t", 1, 1)] == ReplicaState.OnlineReplica
 
 
 # ---- broker failure and startup (§8.1–§8.3) ----------------------------------------------------

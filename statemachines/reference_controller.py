@@ -393,7 +393,6 @@ class ReferenceController:
         deleted: ``failed`` partitions (None = a top-level error) fail, the others succeed."""
         self._deletion(lambda d: d.on_stop_replica_response(broker, failed))
 
-    # -- §10 reassignment ------------------------------------------------------------------------
     # -- §12 ISR changes ---------------------------------------------------------------------------
     def update_leader_and_isr_cache(
         self, states: Mapping[Key, tuple[int, int, tuple[int, ...], int, int]]
@@ -446,6 +445,7 @@ class ReferenceController:
                 )
         return errors
 
+    # -- §10 reassignment ------------------------------------------------------------------------
     def on_partition_reassignment(
         self, plan: Mapping[Key, Sequence[int] | None], api: bool = True
     ) -> ref_reassignment.ReassignmentOutcome:

@@ -23,7 +23,7 @@ from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
-from controller.zk.admin_zk_client import set_topic_config
+from controller.zk.admin_zk_client import request_topic_deletion, set_topic_config
 from controller.zk.kafka_zk_client import get_controller_id
 from controller.zk.paths import ControllerEpochZNode, PartitionStateZNode
 from statemachines import schemas as s
@@ -32,8 +32,10 @@ from statemachines.layout import to_public_partitions
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.reference_controller import ReferenceController
+from statemachines.replica_states import ReplicaState
 
 Key = tuple[str, int]
+DELETION_STARTED = ReplicaState.ReplicaDeletionStarted
 
 UNCLEAN = "unclean.leader.election.enable"
 CHECK_INTERVAL_S = 30
@@ -143,8 +145,8 @@ class Step:
             return f"Step(elect {self.election.name} subset={self.subset})"
         if self.kind == "rebalance":
             return "Step(rebalance)"
-        if self.kind == "unclean_enable":
-            return f"Step(unclean_enable pick={self.pick})"
+        if self.kind in ("unclean_enable", "delete_topic"):
+            return f"Step({self.kind} pick={self.pick})"
         if self.kind == "alter_isr":
             return f"Step(alter_isr {ALTER_ISR_KINDS[self.pick % 4]} subset={self.subset})"
         return f"Step({self.kind} {self.target} pick={self.pick})"
@@ -169,7 +171,9 @@ def steps(failover: bool) -> st.SearchStrategy[Step]:
         subset=st.one_of(st.just(0), st.integers(1, 511)),
     )
     other = st.builds(
-        Step, kind=st.sampled_from(["rebalance", "unclean_enable"]), pick=st.integers(0, 2)
+        Step,
+        kind=st.sampled_from(["rebalance", "unclean_enable", "delete_topic"]),
+        pick=st.integers(0, 2),
     )
     alter_isr = st.builds(
         Step, kind=st.just("alter_isr"), pick=st.integers(0, 3), subset=st.integers(0, 63)
@@ -200,6 +204,8 @@ class Event:
             return f"auto-rebalance check (+{CHECK_INTERVAL_S}s)"
         if self.kind == "unclean_enable":
             return f"{UNCLEAN}=true on topic {self.topic}"
+        if self.kind == "delete_topic":
+            return f"delete topic {self.topic}"
         if self.kind == "alter_isr" and self.alter is not None:
             key, item = self.alter
             return f"AlterIsr from broker {self.broker} for {name(key)}: {item}"
@@ -229,6 +235,7 @@ class Snapshot:
     zk_states: dict[Key, tuple[int, int, tuple[int, ...], int, int]]
     offline_gauge: int | None
     failures: tuple[str, ...]
+    deleting: frozenset[str] = frozenset()  # topics queued for deletion
 
 
 @dataclass
@@ -288,6 +295,12 @@ class Harness:
         if step.kind == "unclean_enable":
             clean = sorted({t for t, _ in self.spec.keys} - self.unclean_topics)
             return Event("unclean_enable", topic=clean[step.pick % len(clean)]) if clean else None
+        if step.kind == "delete_topic":
+            topics = sorted(self.active().ctx.topics)
+            # One topic always stays: the snapshot reads the table of an active controller.
+            if len(topics) < 2:
+                return None
+            return Event("delete_topic", topic=topics[step.pick % len(topics)])
         if step.kind == "elect":
             keys = self.spec.keys
             chosen = frozenset(k for i, k in enumerate(keys) if step.subset >> i & 1)
@@ -347,6 +360,8 @@ class Harness:
             c.expire_session(event.broker)
         elif event.kind == "log_dir_failure":
             c.log_dir_failure(event.broker)
+        elif event.kind == "delete_topic":
+            request_topic_deletion(self.admin, event.topic)
         elif event.kind == "alter_isr":
             assert event.alter is not None
             (topic, partition), item = event.alter
@@ -419,6 +434,7 @@ class Harness:
                 for r in new
                 if r.failed not in EXPECTED_FAILURES
             ),
+            deleting=frozenset(ctx.topic_names(set(ctx.deleting))),
         )
 
 
@@ -473,6 +489,11 @@ def violations(snap: Snapshot, before: Snapshot | None) -> list[str]:
             out.append(f"{tp}: empty ISR")
         if p.leader >= 0 and p.leader not in p.isr:
             out.append(f"{tp}: leader {p.leader} not in ISR {list(p.isr)}")
+        if key[0] in snap.deleting:
+            # §9.5: a topic being deleted goes Offline then NonExistent, and is left out of
+            # OfflinePartitionsCount.
+            out += _compare_zk(tp, p, snap.zk_states.get(key))
+            continue
         # §5.3/§8.2: a failed election leaves the partition Offline, and the dead leader's
         # replica going OfflineReplica then clears the leader; anything Online has a live leader.
         if p.state == PartitionState.OnlinePartition and p.leader not in live:
@@ -574,6 +595,8 @@ def predict(rc: ReferenceController, event: Event, rebalance_checks: int) -> Non
         rc.on_broker_bounce({event.broker})
     elif event.kind == "log_dir_failure":
         rc.on_log_dir_failure({event.broker})
+    elif event.kind == "delete_topic":
+        rc.on_topic_deletion({event.topic})
     elif event.kind == "alter_isr":
         assert event.alter is not None
         key, item = event.alter
@@ -587,8 +610,23 @@ def predict(rc: ReferenceController, event: Event, rebalance_checks: int) -> Non
         )
     elif event.kind == "unclean_enable":
         rc.on_topic_unclean_leader_election_enable(event.topic)
+    answer_stop_replicas(rc)
     for _check in range(rebalance_checks):
         rc.check_and_trigger_auto_leader_rebalance(IMBALANCE_PERCENTAGE)
+
+
+def answer_stop_replicas(rc: ReferenceController) -> None:
+    """The emulated brokers' answers to StopReplica(delete=true): every live broker with
+    replicas in ReplicaDeletionStarted answers for them without error, in broker order, until
+    no more are asked (a completed deletion may start another's)."""
+    while True:
+        asked = sorted(
+            {b for (_t, _p, b), st in rc.states.items() if st == DELETION_STARTED and b in rc.live}
+        )
+        if not asked:
+            return
+        for broker in asked:
+            rc.on_stop_replica_response(broker)
 
 
 def differences(predicted: Mapping[Key, Partition], actual: Mapping[Key, Partition]) -> list[str]:

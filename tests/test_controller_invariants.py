@@ -90,6 +90,9 @@ def _play(
             _check(snap, before, f"step {i}: {event}")
             if not with_model or model is None:
                 continue
+            if event.of_controller and model.topics_to_be_deleted:
+                model = None  # the successor resumes the deletion: not followed
+                continue
             if event.kind == "crash" and event.of_controller:
                 # The controller died with ZooKeeper as the model left it; its successor fails
                 # over onto it with the brokers still registered (§3.3, §5.4, §6.4).
@@ -247,3 +250,29 @@ def test_failover_with_a_broker_down_matches_the_model(spark: SparkSession) -> N
         Step("crash", target="controller"),
     ]
     _play(spark, ClusterSpec((1, 2, 3), parts, frozenset()), plan, True, say=lambda _: None)
+
+
+def test_topic_deletion_waits_for_a_dead_replica_and_matches_the_model(
+    spark: SparkSession,
+) -> None:
+    """§9.5: t1 is deleted while broker 3, one of its replicas, is down: its deletion is
+    ineligible until 3 returns; then the StopReplica answers complete it. The table, ZooKeeper
+    and the reference agree at every step."""
+    parts = (_online("t0", (1, 2)), _online("t1", (2, 3)))
+    spec = ClusterSpec((1, 2, 3), parts, frozenset())
+    plan = [
+        Step("crash", target="follower", pick=1),  # broker 3
+        Step("delete_topic", pick=1),  # t1
+        Step("start"),  # broker 3 returns: the deletion resumes and completes
+    ]
+    _play(spark, spec, plan, True, say=lambda _: None)
+    h = Harness(spark, spec)
+    try:
+        for step in plan:
+            event = h.resolve(step)
+            assert event is not None
+            h.apply(event)
+        assert set(h.active().ctx.topics) == {"t0"}
+        assert set(h.snapshot().zk_states) == {("t0", 0)}
+    finally:
+        h.close()

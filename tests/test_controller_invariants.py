@@ -68,7 +68,9 @@ def _play(
     plan: list[Step],
     with_model: bool,
     say: Callable[[str], None] = note,
-) -> None:
+) -> Snapshot:
+    """Run ``plan``, checking the invariants (and the model, ``with_model``) after each step;
+    returns the last snapshot."""
     h = Harness(spark, spec)
     try:
         snap = h.snapshot()
@@ -104,6 +106,7 @@ def _play(
                 predict(model, event, checks)
             diff = differences(model.partitions, snap.partitions)
             assert not diff, f"after step {i}: {event}:\n  " + "\n  ".join(diff)
+        return snap
     finally:
         h.close()
 
@@ -265,14 +268,6 @@ def test_topic_deletion_waits_for_a_dead_replica_and_matches_the_model(
         Step("delete_topic", pick=1),  # t1
         Step("start"),  # broker 3 returns: the deletion resumes and completes
     ]
-    _play(spark, spec, plan, True, say=lambda _: None)
-    h = Harness(spark, spec)
-    try:
-        for step in plan:
-            event = h.resolve(step)
-            assert event is not None
-            h.apply(event)
-        assert set(h.active().ctx.topics) == {"t0"}
-        assert set(h.snapshot().zk_states) == {("t0", 0)}
-    finally:
-        h.close()
+    snap = _play(spark, spec, plan, True, say=lambda _: None)
+    assert {t for t, _ in snap.partitions} == {"t0"}
+    assert set(snap.zk_states) == {("t0", 0)}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from statemachines.partition_states import PartitionState
 from statemachines.reference import (
@@ -140,3 +140,41 @@ def on_controlled_shutdown(
     out.partitions, out.states = rstep.partitions, rstep.states
     out.remaining = {k for k in act_on if out.partitions[k].leader == broker}
     return out
+
+
+def on_controller_failover(
+    partitions: Iterable[Partition], live: Collection[int], controller_epoch: int
+) -> BrokerEventOutcome:
+    """A new controller over the partitions ZooKeeper holds, ``live`` the registered brokers,
+    up to (not including) ``triggerOnlinePartitionStateChange()``.
+
+    §5.4 step 1: a partition with leadership is OnlinePartition when its leader is live, else
+    OfflinePartition; one without is NewPartition. §6.4: replicas on live brokers are
+    OnlineReplica, the others ReplicaDeletionIneligible, then OfflineReplica (which takes them
+    out of the ISR).
+    """
+    parts = {(p.topic, p.partition): _startup_state(p, set(live)) for p in partitions}
+    states = {
+        (t, p, r): ReplicaState.OnlineReplica
+        if r in live
+        else ReplicaState.ReplicaDeletionIneligible
+        for (t, p), q in parts.items()
+        for r in q.replicas
+    }
+    out = BrokerEventOutcome(parts, states)
+    down = [k for k, state in states.items() if state != ReplicaState.OnlineReplica]
+    if down:
+        step = handle_replica_state_changes(
+            out.partitions, out.states, down, ReplicaState.OfflineReplica, controller_epoch
+        )
+        out.partitions, out.states = step.partitions, step.states
+    return out
+
+
+def _startup_state(p: Partition, live: set[int]) -> Partition:
+    """§5.4 step 1: a partition's state from its leadership, as a new controller sets it."""
+    if not p.has_leadership:
+        return replace(p, state=PartitionState.NewPartition)
+    online = p.leader in live and p.leader not in p.offline_dir_replicas
+    state = PartitionState.OnlinePartition if online else PartitionState.OfflinePartition
+    return replace(p, state=state)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 
 from statemachines import reference_brokers as ref_brokers
 from statemachines import reference_election as ref_election
+from statemachines import reference_isr as ref_isr
 from statemachines import reference_reassignment as ref_reassignment
 from statemachines import reference_topics as ref_topics
 from statemachines.election_kinds import ElectionTrigger, ElectionType
-from statemachines.partition_states import PartitionState
-from statemachines.reference import Partition, View, handle_replica_state_changes
+from statemachines.reference import Partition, View
 from statemachines.replica_states import ReplicaState
 
 Key = tuple[str, int]
@@ -34,15 +34,6 @@ CONTROLLED_SHUTDOWN_MAX_RETRIES = 3
 
 LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10
 """Kafka's default ``leader.imbalance.per.broker.percentage``."""
-
-
-def _startup_state(p: Partition, live: set[int]) -> Partition:
-    """§5.4 step 1: a partition's state from its leadership, as a new controller sets it."""
-    if not p.has_leadership:
-        return replace(p, state=PartitionState.NewPartition)
-    online = p.leader in live and p.leader not in p.offline_dir_replicas
-    state = PartitionState.OnlinePartition if online else PartitionState.OfflinePartition
-    return replace(p, state=state)
 
 
 @dataclass
@@ -79,29 +70,19 @@ class ReferenceController:
         unclean_by_topic: Mapping[str, bool] | None = None,
         kafka_version: tuple[int, int] = (2, 8),
     ) -> ReferenceController:
-        """A new controller over the partitions ZooKeeper holds, ``live`` the registered brokers.
-
-        §5.4 step 1 first: a partition with leadership is OnlinePartition when its leader is
-        live, else OfflinePartition; one without is NewPartition. Then §6.4: replicas on live
-        brokers are OnlineReplica, the others ReplicaDeletionIneligible and then OfflineReplica
-        (which takes them out of the ISR); then ``triggerOnlinePartitionStateChange()``.
-        """
-        parts = {(p.topic, p.partition): _startup_state(p, set(live)) for p in partitions}
-        states = {
-            (t, p, r): ReplicaState.OnlineReplica
-            if r in live
-            else ReplicaState.ReplicaDeletionIneligible
-            for (t, p), q in parts.items()
-            for r in q.replicas
-        }
-        flags = {t: False for t, _ in parts} | dict(unclean_by_topic or {})
-        rc = cls(parts, states, set(live), controller_epoch, flags, kafka_version=kafka_version)
-        down = [k for k, state in states.items() if state != ReplicaState.OnlineReplica]
-        if down:
-            step = handle_replica_state_changes(
-                rc.partitions, rc.states, down, ReplicaState.OfflineReplica, controller_epoch
-            )
-            rc.partitions, rc.states = step.partitions, step.states
+        """A new controller over the partitions ZooKeeper holds, ``live`` the registered brokers:
+        ``reference_brokers.on_controller_failover`` (§5.4 states, §6.4 replicas), then
+        ``triggerOnlinePartitionStateChange()``."""
+        start = ref_brokers.on_controller_failover(partitions, live, controller_epoch)
+        flags = {t: False for t, _ in start.partitions} | dict(unclean_by_topic or {})
+        rc = cls(
+            start.partitions,
+            start.states,
+            set(live),
+            controller_epoch,
+            flags,
+            kafka_version=kafka_version,
+        )
         rc._absorb_election(
             ref_election.on_unclean_leader_election_enable(
                 rc.partitions, rc.view(), rc.unclean_by_topic
@@ -394,55 +375,17 @@ class ReferenceController:
         self._deletion(lambda d: d.on_stop_replica_response(broker, failed))
 
     # -- §12 ISR changes ---------------------------------------------------------------------------
-    def update_leader_and_isr_cache(
-        self, states: Mapping[Key, tuple[int, int, tuple[int, ...], int, int]]
-    ) -> set[Key]:
+    def update_leader_and_isr_cache(self, states: Mapping[Key, ref_isr.ZkLeadership]) -> set[Key]:
         """§12.4 IsrChangeNotification: the leadership each partition's state znode holds
-        (leader, leader epoch, ISR, controller epoch, znode version) replaces the cached one;
-        returns the partitions updated (those the controller knows)."""
-        known = {k: v for k, v in states.items() if k in self.partitions}
-        for k, (leader, epoch, isr, controller_epoch, version) in known.items():
-            self.partitions[k] = replace(
-                self.partitions[k],
-                leader=leader,
-                leader_epoch=epoch,
-                isr=tuple(isr),
-                controller_epoch=controller_epoch,
-                zk_version=version,
-            )
-        return set(known)
+        replaces the cached one; returns the partitions updated (those the controller knows)."""
+        self.partitions = ref_isr.update_leader_and_isr_cache(self.partitions, states)
+        return set(states) & set(self.partitions)
 
     def on_alter_isr(
-        self, broker: int, items: Mapping[Key, tuple[int, tuple[int, ...], int]]
+        self, broker: int, items: Mapping[Key, ref_isr.AlterIsrItem]
     ) -> dict[Key, str]:
-        """§12.5 step 2, for the items (leader epoch, new ISR, current ISR version) of an
-        AlterIsr request from ``broker`` that passed the request-level checks; returns each
-        partition's error name.
-
-        An accepted change writes (leader = sender, the request's leader epoch, the new ISR)
-        at the next znode version; the cached controller epoch stays (Kafka copies the cached
-        leadership with the new LeaderAndIsr). An unchanged one is answered without a write.
-        """
-        errors: dict[Key, str] = {}
-        for k, (epoch, new_isr, version) in items.items():
-            p = self.partitions.get(k)
-            if p is None or not p.has_leadership:
-                errors[k] = "UNKNOWN_TOPIC_OR_PARTITION"
-            elif epoch < p.leader_epoch:
-                errors[k] = "FENCED_LEADER_EPOCH"
-            elif (p.leader, p.leader_epoch, p.isr) == (broker, epoch, tuple(new_isr)):
-                errors[k] = "NONE"
-            elif version != p.zk_version:
-                errors[k] = "INVALID_UPDATE_VERSION"
-            else:
-                errors[k] = "NONE"
-                self.partitions[k] = replace(
-                    p,
-                    leader=broker,
-                    leader_epoch=epoch,
-                    isr=tuple(new_isr),
-                    zk_version=p.zk_version + 1,
-                )
+        """§12.5 step 2 (``reference_isr.alter_isr``); returns each partition's error name."""
+        self.partitions, errors = ref_isr.alter_isr(self.partitions, broker, items)
         return errors
 
     # -- §10 reassignment ------------------------------------------------------------------------

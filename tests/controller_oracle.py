@@ -325,11 +325,13 @@ class Harness:
         holds it: the ISR without its last follower, with the first out-of-sync replica (live or
         not: Kafka 2.8 does not check), or a
         change proposed at an older ISR version or leader epoch."""
-        keys = self.spec.keys
+        ctrl = self.active()
+        keys = [k for k in self.spec.keys if k[0] in ctrl.ctx.topics]  # not deleted
+        if not keys:
+            return None
         key = keys[step.subset % len(keys)]
         data, stat = self.admin.get(PartitionStateZNode.path(*key))
         state = PartitionStateZNode.decode(data, "")
-        ctrl = self.active()
         sender = ctrl.ctx.live_brokers.get(state.leader)
         if sender is None:
             return None

@@ -276,9 +276,12 @@ class Committer:
             dict.fromkeys(c for c in (*self.counters, *extra) if c in table.columns)
         )
         self._kept.update(dict.fromkeys(kept))
+        if not self._labels:
+            # The names as the first step found them: a later step may complete a deletion,
+            # and the commit adds the topics created since.
+            self._topic_names = {t.index: t.name for t in self.ctx.topics.values()}
         self._labels.append(label)
         self._write_zk = write_zk
-        self._topic_names.update({t.index: t.name for t in self.ctx.topics.values()})
         if read.rest is not None and partial:
             table = read.rest.unionByName(table, allowMissingColumns=True)
         if not partial or (pending is not None and not pending.partial):

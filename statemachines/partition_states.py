@@ -173,7 +173,15 @@ def handle_state_changes(
         # Read from columns, the view leaves the Columns the same from one event to the next:
         # they are built once (hundreds of JVM round trips) and the view's sets added as data.
         view_columns, literals = view.as_columns() or (view, {})
-    df = _selection(state_df, targets, literals)
+    # One call, one batch of requests (§15.1): its entries carry the row's next batch number.
+    df = _selection(
+        state_df,
+        targets,
+        {
+            **literals,
+            trail.REQUEST_BATCH: trail.next_batch(trail.REQUEST_BATCH in state_df.columns),
+        },
+    )
 
     # The views of what was attempted are computed from the selected rows alone: filtering first
     # keeps the election off the (usually many) rows an event does not touch.
@@ -239,6 +247,7 @@ def _transition_columns(
             F.lit(False).alias(LeadershipChange.UNCLEAN),
             appended(before, [invalid_entry]),
             trail.appended(trail.existing(trailed), [(selected & valid, moved)]),
+            trail.REQUEST_BATCH,
         ]
 
     assert view is not None
@@ -290,13 +299,15 @@ def _transition_columns(
             ],
         ),
         trail.appended(trail.existing(trailed), [(written, moved)]),
+        trail.REQUEST_BATCH,
     ]
     return stages, out
 
 
 def _carried(df: DataFrame, w: int) -> list[str]:
     """Columns a caller attached to the table; they pass through a transition untouched."""
-    model = set(s.compact_columns(w)) | set(_RESULT_COLS) | {SELECTED, ERRORS, trail.TRAIL}
+    model = set(s.compact_columns(w)) | set(_RESULT_COLS)
+    model |= {SELECTED, ERRORS, trail.TRAIL, trail.REQUEST_BATCH}
     return [c for c in df.columns if c not in model]
 
 

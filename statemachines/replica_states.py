@@ -179,11 +179,13 @@ def handle_state_changes(
     """
     s.check_compact(state_df)
     w = s.width(state_df)
-    model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS, trail.TRAIL}
+    model = set(s.compact_columns(w)) | {ISR_WRITES, ERRORS, trail.TRAIL, trail.REQUEST_BATCH}
     carried = tuple(c for c in state_df.columns if c not in model)
     df, chosen = _selected(state_df, targets, w)
     # The event's own values are data: the rest of the plan's Columns are built once per shape.
     first = {f"_chosen_{k}": c for k, c in enumerate(chosen)}
+    # One call, one batch of requests (§15.1): its entries carry the row's next batch number.
+    first[trail.REQUEST_BATCH] = trail.next_batch(trail.REQUEST_BATCH in df.columns)
     if controller_epoch is not None:
         first[_EPOCH] = runtime_int(controller_epoch)
     df = df.withColumns(first)
@@ -253,6 +255,7 @@ def _plan(
         for k in range(w)
     ]
     columns[trail.TRAIL] = trail.appended(trail.existing(trailed), moves)
+    columns[trail.REQUEST_BATCH] = F.col(trail.REQUEST_BATCH)
     allowed = allowed_names(target_state, VALID_PREVIOUS_STATES)
     invalid = _per_replica_report(
         w,

@@ -26,6 +26,10 @@ from controller.zk.paths import (
     TopicZNode,
 )
 from statemachines import schemas as s
+from statemachines.brokers import BrokerSet
+from statemachines.replica_states import ReplicaState
+from statemachines.replica_states import handle_state_changes as replica_changes
+from statemachines.state_change_trail import REQUEST_BATCH, TRAIL, batch_number, decode
 from tests.test_checkpoint import (
     LONG_MAX_DIGITS,
     checkpointed_rdd_id,
@@ -95,6 +99,18 @@ def test_broker_failure_then_controlled_shutdown_follow_appendix_b(cluster: tupl
     change = [r for r in records if r.event == "BrokerChange" and r.controller_id == 1][-1]
     assert change.counters["elected"] == 1 and change.failed is None
     assert change.gauges is not None and change.gauges.offline_partitions_count == 0
+    # B.2's batches (§15.1): the election's LeaderAndIsr to 3 and 1, then the same state again
+    # with the ISR removal of 2's replica; an UpdateMetadata to both live brokers with each.
+    # Broker 2's StopReplica is dropped: it is dead.
+    assert change.requests == {
+        "LeaderAndIsr": 4,
+        "LeaderAndIsr_partitions": 4,
+        "UpdateMetadata": 4,
+        "UpdateMetadata_partitions": 4,
+        "StopReplica": 0,
+        "StopReplica_partitions": 0,
+        "StopReplica_deletes": 0,
+    }
 
     # B.4 (on broker 3, now the leader): the controlled-shutdown election moves leadership to 1.
     remaining = c.controlled_shutdown(3)
@@ -295,3 +311,30 @@ def test_an_event_whose_handler_fails_commits_nothing(
     assert ctrl.ctx.generation == generation
     assert _table(c)["t-0"] == (2, 0, [2, 3, 1], 0)
     assert _zk_state(c, "t", 0) == (2, 0, [2, 3, 1], 1, 0)
+
+
+def test_each_step_of_an_event_numbers_its_request_batches_after_the_last(
+    cluster: tuple,
+) -> None:
+    """Kafka sends a batch per state-machine call (§15.1): a step that reads what an earlier
+    step of its event staged starts past that step's batches, on every row it reads, so the
+    two steps' requests stay apart."""
+    c, _ = cluster
+    ctrl = c.active_controller()
+    assert ctrl is not None
+    committer = ctrl.committer
+    committer.begin(EventRecord(1, "BrokerChange", "BrokerChange"))
+    try:
+        first = committer.table()
+        offline = replica_changes(first, BrokerSet.of([2]), ReplicaState.OfflineReplica)
+        committer.stage(offline.outcomes, "BrokerChange")
+        second = committer.table()
+        online = replica_changes(second, BrokerSet.of([2]), ReplicaState.OnlineReplica).outcomes
+        rows = {r.topic_index: r for r in online.collect()}
+    finally:
+        committer.end()
+    t0 = rows[ctrl.ctx.topics["t"].index][TRAIL]
+    assert {r[REQUEST_BATCH] for r in rows.values()} == {65}
+    online_, offline_ = ReplicaState.OnlineReplica, ReplicaState.OfflineReplica
+    assert [decode(e) for e in t0] == [(2, online_, offline_), (2, offline_, online_)]
+    assert [batch_number(e) for e in t0] == [1, 65]

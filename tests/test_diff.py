@@ -157,8 +157,8 @@ def test_a_stamped_commit_totals_its_diff_in_the_same_action(spark: SparkSession
     ctx = ControllerContext(spark)
     ctx.add_topic("a", 3)
 
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple]:
-        return diff, (F.count(F.lit(1)).alias("n"), F.sum(s.LEADER).alias("leaders"))
+    def totals(diff: DataFrame) -> DataFrame:
+        return diff.agg(F.count(F.lit(1)).alias("n"), F.sum(s.LEADER).alias("leaders"))
 
     def rows(df: DataFrame) -> list[tuple]:
         return sorted(tuple(r) for r in df.select(*diff_columns(3)).collect())

@@ -19,7 +19,15 @@ from statemachines import schemas as s
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from statemachines.replica_states import ReplicaState
-from statemachines.state_change_trail import decode, encode
+from statemachines.state_change_trail import (
+    batch_number,
+    batch_of,
+    broker_of,
+    decode,
+    encode,
+    from_of,
+    to_of,
+)
 from tests.frames import compact_frame
 from tests.test_requests import (
     Event,
@@ -223,8 +231,24 @@ def test_trail_entries_round_trip() -> None:
         (0, _R.NonExistentReplica, _R.NewReplica),
         (2_000_000, _R.ReplicaDeletionSuccessful, _R.NonExistentReplica),
     ]:
-        assert decode(encode(broker, int(a), int(b))) == (broker, int(a), int(b))
+        for batch in (0, 1, 65, 1 << 20):
+            entry = encode(broker, int(a), int(b), batch)
+            assert decode(entry) == (broker, int(a), int(b))
+            assert batch_number(entry) == batch
     assert encode(None, 3, 3) < 256 <= encode(0, 1, 1)
+
+
+def test_trail_entries_read_as_columns(spark: SparkSession) -> None:
+    # The Column readers agree with the Python ones, the batch in the high bits included.
+    entries = [encode(b, 2, 5, n) for b in (None, 0, 7, 2_000_000) for n in (0, 3, 1 << 20)]
+    df = spark.createDataFrame([(e,) for e in entries], "e long")
+    e = F.col("e")
+    rows = df.select(broker_of(e), from_of(e), to_of(e), batch_of(e)).collect()
+    expected = [
+        (-1 if b is None else b, a, z, batch_number(x))
+        for x, (b, a, z) in zip(entries, map(decode, entries), strict=True)
+    ]
+    assert [tuple(r) for r in rows] == expected
 
 
 def test_log4j_time_is_utc_with_milliseconds() -> None:

@@ -47,10 +47,11 @@ from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
 from controller.scheduler.clock import Clock
 from statemachines import schemas as s
-from statemachines.columns import in_partitions, in_topics
+from statemachines.columns import in_partitions, in_topics, runtime_int
 from statemachines.layout import widen
 from statemachines.local_rows import local_frame
 from statemachines.state_change_errors import ERRORS
+from statemachines.state_change_trail import REQUEST_BATCH
 
 # Called after each commit with the committed rows and the event's counters.
 AfterCommit = Callable[[DataFrame, dict[str, int]], None]
@@ -67,6 +68,11 @@ class _Read:
     covers: Column | None
     named: bool = False
     rest: DataFrame | None = None
+
+
+# More state-machine calls than one step of an event makes: each step's request batches are
+# numbered from its index times this.
+_BATCHES_PER_STEP = 64
 
 
 def _false_if_null(predicate: Column) -> Column:
@@ -153,7 +159,7 @@ class Committer:
                 self._read = _Read(covers if scope is None else covers & _false_if_null(scope))
             else:
                 self._read = _Read(None if named is not None else scope, named is not None)
-            return with_previous(table, self.ctx.generation)
+            return with_previous(table, self.ctx.generation).withColumn(REQUEST_BATCH, F.lit(0))
         if settled:
             self.settle()
         rows = fold(pending.rows, tuple(self._counted), tuple(self._kept))
@@ -163,16 +169,20 @@ class Committer:
             # A checkpoint is read twice for free: the step gets only its scope's rows.
             rest = rows.where(~_false_if_null(scope))
             rows = rows.where(_false_if_null(scope))
+        # The step's request batches come after the earlier steps' (which the staged rows'
+        # trails name), on every row it reads.
+        batches = {REQUEST_BATCH: runtime_int(_BATCHES_PER_STEP * len(self._labels))}
         if pending.pulled is None:  # every row, or none the next step may add, is staged
             self._read = _Read(None, rest=rest)
-            return rows
+            return rows.withColumns(batches)
         covered = _false_if_null(pending.pulled)
         added = self.ctx.partitions
         assert added is not None
         wanted = ~covered if scope is None else _false_if_null(scope) & ~covered
         added = with_previous(added.where(wanted), self.ctx.generation)
         self._read = _Read(None if scope is None else covered | _false_if_null(scope), rest=rest)
-        return rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
+        rows = rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
+        return rows.withColumns(batches)
 
     def width(self) -> int:
         """The width (replica slots) of the rows a step reads."""
@@ -351,8 +361,7 @@ class Committer:
             if diff is None or totals is None:
                 # Every row is committed then: the rows carry the event's trail.
                 diff = local_checkpoint(generation_diff(previous, committed), False)
-                frame, aggregates = totals_of(diff)
-                totals = frame.agg(*aggregates).first()
+                totals = totals_of(diff).first()
                 assert totals is not None
             store = self.store if write_zk else None
             written = write_changed_states(store, topics, diff, ctx.epoch_zk_version, totals)
@@ -384,8 +393,8 @@ def event_totals(
     requests' (``ControllerContext.commit``'s ``diff_totals``). Each request count is appended
     to ``counts``, whose last one reads the totals back."""
 
-    def totals(diff: DataFrame) -> tuple[DataFrame, tuple[Column, ...]]:
+    def totals(diff: DataFrame) -> DataFrame:
         counts.append(request_count(diff, live_or_shutting_down, deleting))
-        return counts[-1].frame, (*write_totals(), *counts[-1].aggregates)
+        return diff.agg(*write_totals()).crossJoin(counts[-1].aggregated())
 
     return totals

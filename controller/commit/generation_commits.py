@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 CUT = "_cut"  # see ``GenerationTable._commit_touched``
 DELTA = "_delta_rows"
 
-# Given an event's diff: the frame (the diff with derived columns) and the aggregates over it that
-# the committer reads (``ControllerContext.commit``).
-DiffTotals = Callable[[DataFrame], tuple[DataFrame, Sequence[Column]]]
+# Given an event's diff: the one-row frame of the totals over it that the committer reads
+# (``ControllerContext.commit``).
+DiffTotals = Callable[[DataFrame], DataFrame]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class GenerationTable:
         the handler reads back off ``committed``).
 
         ``diff_totals``: when the generation is ``stamped``, its diff is materialised too and
-        these aggregates computed over it, into ``diff`` and ``diff_totals`` (else both are None
+        its totals computed, into ``diff`` and ``diff_totals`` (else both are None
         and the caller diffs the generations itself).
 
         A stamped event writes only the rows it touched (``controller.commit.generations``); the
@@ -243,8 +243,7 @@ class GenerationTable:
             # (a second action would plan and run a pass of its own). Dropped below when the
             # generation turns out not stamped.
             diff = local_checkpoint(stamped_diff(table), eager=False)
-            frame, totals = pending.diff_totals(diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
+            aggregated = aggregated.crossJoin(pending.diff_totals(diff))
         row = aggregated.first()
         assert row is not None
         self.stamped = bool(pending.stamps) and self._is_stamped(row, int(row["_rows"]))
@@ -312,8 +311,7 @@ class GenerationTable:
         self.diff = None
         if pending.diff_totals is not None:
             self.diff = stamped_diff(rows)  # a filter of the materialised touched rows
-            frame, totals = pending.diff_totals(self.diff)
-            aggregated = aggregated.crossJoin(frame.agg(*totals))
+            aggregated = aggregated.crossJoin(pending.diff_totals(self.diff))
         second = aggregated.first()
         assert second is not None
         values = second.asDict() if last is None else moved(last, second.asDict())

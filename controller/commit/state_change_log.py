@@ -103,6 +103,17 @@ def _leadership_record(w: int, epoch: int) -> Column:
 
 
 @lru_cache(maxsize=1)
+def _transitions() -> Column:
+    """The row's trail without the controller's leader-epoch bumps, which are no transitions
+    (Kafka traces them apart, §10)."""
+
+    def transition(e: Column) -> Column:
+        return (t.broker_of(e) != t.PARTITION_UNIT) | (t.to_of(e) != t.LEADER_EPOCH_BUMP)
+
+    return F.filter(F.col(_TRAIL), transition)
+
+
+@lru_cache(maxsize=1)
 def _nth() -> Column:
     """How many earlier entries of the row's trail belong to the same partition or replica."""
     trail, pos = F.col(_TRAIL), F.col(_POS)
@@ -137,7 +148,8 @@ def state_change_lines(
         _joined([F.col(s.replica_col(k)) for k in range(w)], ",").alias("_assigned"),
         leadership.alias("_leadership"),
         event_trail(diff, w).alias(_TRAIL),
-    ).where(F.col(_TRAIL).isNotNull())
+    ).withColumn(_TRAIL, _transitions())
+    per_row = per_row.where(F.col(_TRAIL).isNotNull())
     entries = per_row.select("*", F.posexplode(_TRAIL).alias(_POS, _ENTRY))
     return entries.select(
         *LINE_COLUMNS[:2], *_decoded(), _nth().alias(_NTH), "_tp", "_lair", "_record", "_assigned"

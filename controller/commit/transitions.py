@@ -61,12 +61,14 @@ def _removed(w: int) -> Column:
         r.isNotNull() & (r != s.EMPTY_SLOT) & (c != gone) for r, c in zip(reps, states, strict=True)
     ]
     # completeReplicaDeletion first, for replicas whose StopReplica answer came in this event.
+    # These transitions send no request: their batch does not matter.
+    none = F.lit(0)
     succeeded = [
-        F.when(p & (c == started), t.entry(r, F.lit(started), done))
+        F.when(p & (c == started), t.entry(r, F.lit(started), done, none))
         for r, c, p in zip(reps, states, present, strict=True)
     ]
     removed = [
-        F.when(p, t.entry(r, F.when(c == started, done).otherwise(c), gone))
+        F.when(p, t.entry(r, F.when(c == started, done).otherwise(c), gone, none))
         for r, c, p in zip(reps, states, present, strict=True)
     ]
     return F.array_compact(F.array(*succeeded, *removed))

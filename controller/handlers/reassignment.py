@@ -50,7 +50,13 @@ from statemachines.partition_states import handle_state_changes as partition_cha
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 from statemachines.state_change_errors import ERRORS, existing
-from statemachines.state_change_trail import TRAIL, appended
+from statemachines.state_change_trail import (
+    REQUEST_BATCH,
+    TRAIL,
+    appended,
+    leader_epoch_bump,
+    with_trail,
+)
 from statemachines.state_change_trail import entry as trail_entry
 
 ASSIGNMENT_CHANGED = "assignment_changed"
@@ -86,15 +92,17 @@ def _with_counters(df: DataFrame, w: int, **extra: Column) -> DataFrame:
 
 
 def _bumped(where: Column, view: ClusterView) -> dict[str, Column]:
-    """``updateLeaderEpoch``: same leader and ISR, epoch+1, written with my controller epoch.
+    """``updateLeaderEpochAndSendRequest``: same leader and ISR, epoch+1, written with my
+    controller epoch, and announced in a request batch of its own (the row carries a trail).
 
-    ``where`` is read three times: callers pass a cheap predicate (a flag column or two)."""
+    ``where`` is read four times: callers pass a cheap predicate (a flag column or two)."""
     return {
         s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + where.cast("int"),
         s.ZK_VERSION: F.col(s.ZK_VERSION) + where.cast("int"),
         s.CONTROLLER_EPOCH: F.when(where, runtime_int(view.controller_epoch)).otherwise(
             F.col(s.CONTROLLER_EPOCH)
         ),
+        **leader_epoch_bump(where, F.col(s.STATE_CODE)),
     }
 
 
@@ -162,6 +170,7 @@ def _stop_and_delete(df: DataFrame, w: int, picked: Column, view: ClusterView) -
     changes[s.ADDING_MASK] = mask_of([F.coalesce(e["a"], no) for e in slot])
     changes[s.REMOVING_MASK] = mask_of([F.coalesce(e["m"], no) for e in slot])
     changes[TRAIL] = appended(F.col(TRAIL), _deletion_chain(w, picked))
+    changes[REQUEST_BATCH] = F.col(REQUEST_BATCH) + len(_DELETION_CHAIN) - 1
     return _replaced(df, changes, ["_kept"])
 
 
@@ -180,9 +189,10 @@ def _deletion_chain(w: int, picked: Column) -> list[tuple[Column, Column]]:
     went = [
         occupied(k) & bit(picked, k) & (F.col(s.replica_state_col(k)) == offline) for k in range(w)
     ]
+    # One call per transition: the batches after the Offline step's.
     return [
-        (went[k], trail_entry(replica_at(k), F.lit(int(a)), int(b)))
-        for a, b in pairwise(_DELETION_CHAIN)
+        (went[k], trail_entry(replica_at(k), F.lit(int(a)), int(b), F.col(REQUEST_BATCH) + n))
+        for n, (a, b) in enumerate(pairwise(_DELETION_CHAIN), start=1)
         for k in range(w)
     ]
 
@@ -333,7 +343,9 @@ def start_reassignment(
     complete = ~being_reassigned() | (has & _trs_in_isr(w))
     df = df.withColumns({"_phase_a": apply & has & ~complete, "_phase_b": apply & has & complete})
     phase_a = F.col("_phase_a")
-    df = df.withColumns({**_bumped(phase_a, view), REASSIGNMENT_STARTED: phase_a.cast("int")})  # A1
+    df = with_trail(df).withColumns(
+        {**_bumped(phase_a, view), REASSIGNMENT_STARTED: phase_a.cast("int")}
+    )  # A1
     adding = F.when(phase_a, F.col(s.ADDING_MASK)).otherwise(0)
     # A2; its zero ``isr_writes`` is replaced by phase B's first step.
     df = replica_changes(df, lambda _b, k: bit(adding, k), ReplicaState.NewReplica).outcomes

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pyspark.sql import SparkSession
 
 from controller.partition_store import EmulatedEnsemble
 from controller.zk.paths import TopicZNode
 from spark_app.runner import run
 from spark_app.scenario import scenario_from_data
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "configs" / "scenarios"
 
 
 def _final(spark: SparkSession, scenario: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -86,31 +89,8 @@ def test_partition_reassignment_resumes_after_replica_comes_online(
     the target broker is down when the reassignment arrives (phase A only, leader epoch 1);
     when it starts, ``onPartitionReassignment`` runs again (epoch 2), and completion elects it
     (epoch 3) and drops the old replica from the ISR (epoch 4)."""
-    scenario = {
-        "name": "resumes-after-replica-comes-online",
-        "config": {"auto.leader.rebalance.enable": False},
-        "cluster": {
-            "brokers": [{"id": 1}, {"id": 2}],
-            "live_brokers": [1],
-            "topics": [
-                {"name": "t", "partitions": 1, "replication_factor": 1, "assignment": {"0": [1]}}
-            ],
-            "controller": 1,
-        },
-        "events": [
-            {
-                "at": "1s",
-                "type": "reassign_partitions",
-                "via": "zk",
-                "plan": {
-                    "version": 1,
-                    "partitions": [{"topic": "t", "partition": 0, "replicas": [2]}],
-                },
-            },
-            {"at": "5s", "type": "broker_startup", "brokers": [2]},
-        ],
-        "until": "20s",
-    }
+    # Shipped as an example of Kafka's own cases restated.
+    scenario = yaml.safe_load((SCENARIOS / "reassignment-resumes.yaml").read_text())
     p = _partitions(_final(spark, scenario, tmp_path))[("t", 0)]
     got = (p["replicas"], p["adding_replicas"], p["leader"], p["isr"], p["leader_epoch"])
     assert got == ([2], [], 2, [2], 4)

@@ -257,7 +257,8 @@ def _steps(w: int, deleting_topics: tuple[int, ...]) -> _Steps:
         )
 
     row = (
-        *(c for slot in slots_of(w) for c in (slot.broker, slot.current)),
+        # Only the new assignment's replicas get LeaderAndIsr: its w slots.
+        *(c for slot in slots_of(w)[:w] for c in (slot.broker, slot.current)),
         F.col(s.LEADER),
         F.array(*(F.col(s.isr_col(k)) for k in range(w))).alias(_ISR),
         has.alias(_HAS),
@@ -308,10 +309,11 @@ def _sends(w: int, live: BrokerSet | None) -> Column:
             | ((elected | removal) & unstopped & ~F.array_contains(offline, slot.broker))
             | (came_back & F.array_contains(returned, slot.broker))
         )
-        return F.coalesce(slot.assigned & wanted & reaches(slot.broker), no)
+        return F.coalesce(wanted & reaches(slot.broker), no)
 
     yes = F.lit(True)
-    to_replicas = [F.when(lair_to(slot), send(slot.broker, lair=yes)) for slot in slots_of(w)]
+    assigned = slots_of(w)[:w]
+    to_replicas = [F.when(lair_to(slot), send(slot.broker, lair=yes)) for slot in assigned]
     metadata = has & (init | elected | removal | came_back) | F.col("metadata_only")
     stops = F.concat(
         F.transform(F.filter(offline, reaches), lambda b: send(b, stop=yes)),

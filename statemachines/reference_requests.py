@@ -48,10 +48,12 @@ class Leadership:
 
 @dataclass(frozen=True)
 class ChangedRow:
-    """One partition the event changed: its replicas (in assignment order) with their states
-    after the event, its leadership before and after, its topic and the event's trail."""
+    """One partition the event changed: its key, its replicas (in assignment order) with their
+    states after the event, its leadership after and before, and the event's trail (for a
+    partition the event removed, ``controller.commit.transitions.event_trail``'s)."""
 
     topic_index: int
+    partition: int
     replicas: tuple[tuple[int, ReplicaState], ...]
     now: Leadership
     before: Leadership

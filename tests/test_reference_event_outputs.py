@@ -1,5 +1,8 @@
-"""The Spark request count (``controller.commit.requests``) against the plain-Python rules
-(``statemachines.reference_requests``) on random diffs and trails (spec §15.1)."""
+"""An event's outputs read off its diff in Spark against the plain-Python rules, on random diffs
+and trails: the broker requests (``controller.commit.requests`` and
+``statemachines.reference_requests``, spec §15.1) and the state-change log
+(``controller.commit.state_change_log`` and ``statemachines.reference_state_change_log``,
+§16.2)."""
 
 from __future__ import annotations
 
@@ -9,11 +12,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from controller.commit.diff import generation_diff, prev
 from controller.commit.requests import request_batches, request_count, request_totals
+from controller.commit.state_change_log import LINE_COLUMNS, state_change_lines
 from statemachines import reference_requests as ref
+from statemachines import reference_state_change_log as ref_log
 from statemachines import schemas as s
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
@@ -89,6 +94,7 @@ def _changed(r: Row, w: int) -> ref.ChangedRow:
     )
     return ref.ChangedRow(
         r[s.TOPIC_INDEX],
+        r[s.PARTITION],
         replicas,
         leadership(lambda c: c),
         leadership(prev),
@@ -97,21 +103,29 @@ def _changed(r: Row, w: int) -> ref.ChangedRow:
     )
 
 
-@settings(
+_EXAMPLES = settings(
     max_examples=int(os.environ.get("KCE_INVARIANT_EXAMPLES", "3")) * 5,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(event=events())
-def test_spark_counts_the_requests_the_python_rules_count(
-    spark: SparkSession, event: dict[str, Any]
-) -> None:
+
+
+def _diff(spark: SparkSession, event: dict[str, Any]) -> tuple[DataFrame, dict[str, int]]:
+    """The event's generation diff (checkpointed, as the controller holds it) and its topics."""
     old, topics = compact_frame(spark, event["before"], w=3)
     new, _ = compact_frame(spark, event["after"], event["states"], w=3)
     t = topics["t"]
     trails = {(t, p): [(u, a, z, b) for u, a, z, b in e] for p, e in event["trails"].items()}
-    diff = generation_diff(old, with_trails(spark, new, trails)).localCheckpoint()
-    live, deleting = event["live"], [t] if event["deleting"] else []
+    return generation_diff(old, with_trails(spark, new, trails)).localCheckpoint(), topics
+
+
+@_EXAMPLES
+@given(event=events())
+def test_spark_counts_the_requests_the_python_rules_count(
+    spark: SparkSession, event: dict[str, Any]
+) -> None:
+    diff, topics = _diff(spark, event)
+    live, deleting = event["live"], [topics["t"]] if event["deleting"] else []
     expected = ref.request_totals((_changed(r, 3) for r in diff.collect()), live, deleting)
     assert request_totals(request_batches(diff, live, deleting)) == expected
     count = request_count(diff, live, deleting)
@@ -120,7 +134,20 @@ def test_spark_counts_the_requests_the_python_rules_count(
     assert count.totals(row) == expected
 
 
+@_EXAMPLES
+@given(event=events())
+def test_spark_renders_the_state_change_lines_the_python_rules_render(
+    spark: SparkSession, event: dict[str, Any]
+) -> None:
+    diff, topics = _diff(spark, event)
+    names = spark.createDataFrame([(i, n) for n, i in topics.items()], s.TOPICS_SCHEMA)
+    lines = state_change_lines(diff, names, 3, 7).select(*LINE_COLUMNS)
+    rows = [_changed(r, 3) for r in diff.collect()]
+    expected = ref_log.state_change_lines(rows, {i: n for n, i in topics.items()}, 3, 7)
+    assert sorted(map(tuple, lines.collect()), key=repr) == sorted(map(tuple, expected), key=repr)
+
+
 def test_removed_partitions_send_nothing() -> None:
     leadership = ref.Leadership(1, 0, 0, (1,))
-    gone = ref.ChangedRow(0, (), leadership, leadership, (encode(1, 5, 6),), removed=True)
+    gone = ref.ChangedRow(0, 0, (), leadership, leadership, (encode(1, 5, 6),), removed=True)
     assert set(ref.request_totals([gone], [1]).values()) == {0}

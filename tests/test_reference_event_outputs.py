@@ -104,7 +104,7 @@ def _changed(r: Row, w: int) -> ref.ChangedRow:
 
 
 _EXAMPLES = settings(
-    max_examples=int(os.environ.get("KCE_INVARIANT_EXAMPLES", "3")) * 5,
+    max_examples=int(os.environ.get("KCE_INVARIANT_EXAMPLES", "3")) * 3,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

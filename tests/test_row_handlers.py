@@ -1,0 +1,226 @@
+"""The driver path's handlers (``controller.row_handlers`` over ``statemachines.row_state_machines``)
+against the Spark handlers on random tables: the same rows, trails, errors and counters.
+
+Replica and partition states are drawn freely, so refused and failed transitions (and their
+error entries) come up as often as applied ones."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from controller.handlers import brokers as hb
+from controller.handlers import election as he
+from controller.handlers import isr as hi
+from controller.row_handlers import brokers as rb
+from controller.row_handlers import election as re_
+from controller.row_handlers import isr as ri
+from controller.row_handlers.event_rows import EventRows
+from statemachines import schemas as s
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.compact_rows import CompactRow
+from statemachines.election_kinds import ElectionTrigger, ElectionType
+from statemachines.local_rows import local_frame
+from statemachines.replica_states import ReplicaState
+from statemachines.row_state_machines import RowView
+from statemachines.state_change_errors import ERRORS
+from statemachines.state_change_trail import TRAIL
+from tests.frames import compact_rows, topic_indices
+from tests.strategies import Batch, W, batches
+
+EXAMPLES = int(os.environ.get("KCE_INVARIANT_EXAMPLES", "3")) * 2
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[Batch, dict]:
+    """A batch of partitions and a random state for each replica."""
+    batch = draw(batches())
+    states = {
+        (p.topic, p.partition, r): draw(st.sampled_from(list(ReplicaState)[1:]))
+        for p in batch.parts
+        for r in p.replicas
+    }
+    return batch, states
+
+
+def _frame(spark: SparkSession, batch: Batch, states: dict) -> tuple[DataFrame, list[CompactRow]]:
+    topics = topic_indices(batch.parts)
+    rows = compact_rows(batch.parts, topics, W, states)
+    names = s.compact_columns(W)
+    frame = local_frame(spark, rows, s.compact_schema(W))
+    return frame, [CompactRow.of(dict(zip(names, r, strict=True)), W) for r in rows]
+
+
+def _views(batch: Batch, epoch: int = 4) -> tuple[ClusterView, RowView]:
+    spark_view = ClusterView(BrokerSet.of(batch.live), BrokerSet.of(batch.shutting_down), epoch)
+    return spark_view, RowView(batch.live, batch.shutting_down, epoch)
+
+
+def _unclean(batch: Batch) -> tuple[list[int], Callable[[CompactRow], bool]]:
+    topics = topic_indices(batch.parts)
+    indices = sorted(topics[t] for t in batch.unclean_topics)
+    return indices, lambda r: r.topic_index in indices
+
+
+def _spark_rows(out: DataFrame, counters: tuple[str, ...]) -> tuple[dict, dict]:
+    rows, counted = {}, {}
+    for r in out.collect():
+        d = r.asDict()
+        row = CompactRow.of(d, W)
+        rows[row.key] = row
+        counted[row.key] = {c: d[c] for c in counters if d.get(c)}
+    return rows, counted
+
+
+def _driver_rows(step: EventRows) -> tuple[dict, dict]:
+    counted: dict = {k: {} for k in step.rows}
+    for name, values in step.counters.items():
+        for key, n in values.items():
+            counted[key][name] = n
+    return step.rows, counted
+
+
+def _same(out: DataFrame, step: EventRows, counters: tuple[str, ...]) -> None:
+    want_rows, want_counted = _spark_rows(out, counters)
+    got_rows, got_counted = _driver_rows(step)
+    for key, row in want_rows.items():
+        assert got_rows[key] == row, key
+        assert got_counted[key] == want_counted[key], key
+    assert set(step.counters) == set(counters)
+    for key in set(got_rows) - set(want_rows):  # rows the Spark step left out: untouched
+        assert got_rows[key].trail == () and got_rows[key].errors == () and not got_counted[key]
+
+
+def _step(rows: list[CompactRow]) -> EventRows:
+    return EventRows({r.key: r for r in rows})
+
+
+FAILURE_COUNTERS = (hb.ELECTED, hb.FAILED_ELECTION, hb.UNCLEAN_ELECTED, hb.ISR_SHRINKS)
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_broker_failure_and_startup(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    indices, unclean = _unclean(batch)
+    brokers = sorted({r for p in batch.parts for r in p.replicas})
+    chosen = data.draw(st.sets(st.sampled_from(brokers)))
+    deleting = data.draw(st.sets(st.sampled_from(sorted({r.topic_index for r in rows}))))
+    spark_unclean = F.col(s.TOPIC_INDEX).isin(indices)
+    dead = chosen - batch.live - batch.shutting_down
+    failed = hb.on_broker_failure(frame, BrokerSet.of(dead), view, spark_unclean, sorted(deleting))
+    step = _step(rows)
+    rb.on_broker_failure(step, dead, row_view, unclean, deleting)
+    _same(failed, step, FAILURE_COUNTERS)
+    new = chosen & batch.live
+    started = hb.on_broker_startup(frame, BrokerSet.of(new), view, spark_unclean, sorted(deleting))
+    step = _step(rows)
+    rb.on_broker_startup(step, new, row_view, unclean, deleting)
+    _same(started, step, FAILURE_COUNTERS)
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_controlled_shutdown(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    batch, states = table
+    brokers = sorted({r for p in batch.parts for r in p.replicas})
+    broker = data.draw(st.sampled_from(brokers))
+    batch = Batch(
+        batch.parts, batch.live - {broker}, batch.shutting_down | {broker},
+        batch.unclean_topics, batch.selected,
+    )  # fmt: skip
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    out = hb.on_controlled_shutdown(frame, broker, view, [])
+    step = _step(rows)
+    rb.on_controlled_shutdown(step, broker, row_view, ())
+    _same(out, step, (*FAILURE_COUNTERS, "remaining"))
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_replica_election(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    indices, unclean = _unclean(batch)
+    kind = data.draw(st.sampled_from(list(ElectionType)))
+    trigger = data.draw(st.sampled_from(list(ElectionTrigger)))
+    topics = topic_indices(batch.parts)
+    requested = sorted((topics[t], p) for t, p in batch.selected)
+    keys = local_frame(spark, requested, "topic_index int, partition int")
+    out = he.on_replica_election(
+        frame, keys, kind, trigger, view, [], F.col(s.TOPIC_INDEX).isin(indices)
+    )
+    step = _step(rows)
+    errors = re_.on_replica_election(step, requested, kind, trigger, row_view, (), unclean)
+    _same(out, step, he.COUNTERS)
+    want = {
+        (r[s.TOPIC_INDEX], r[s.PARTITION]): r[he.ELECTION_ERROR]
+        for r in out.collect()
+        if r[he.ELECTION_ERROR] is not None
+    }
+    assert errors == want
+
+
+@SETTINGS
+@given(tables(), st.integers(0, 60), st.sampled_from([(2, 5), (2, 8)]))
+def test_auto_rebalance(
+    spark: SparkSession, table: tuple, threshold: int, version: tuple[int, int]
+) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    out = he.check_and_trigger_auto_leader_rebalance(
+        frame, view, threshold, kafka_version=version
+    )
+    step = _step(rows)
+    re_.check_and_trigger_auto_leader_rebalance(
+        step, rows, row_view, threshold, kafka_version=version
+    )
+    _same(out, step, (*he.COUNTERS, he.REBALANCE_CANDIDATE))
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_alter_isr(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    items = []
+    for r in rows:
+        if data.draw(st.booleans()):
+            isr = data.draw(st.lists(st.sampled_from(r.replicas), unique=True, min_size=1))
+            sender = data.draw(st.sampled_from([r.leader, *r.replicas]))
+            epoch = r.leader_epoch + data.draw(st.integers(-1, 1))
+            version = r.zk_version + data.draw(st.integers(-1, 0))
+            items.append((r.topic_index, r.partition, sender, epoch, isr, version))
+    out = hi.alter_isr(frame, local_frame(spark, items, hi.ALTER_ISR_SCHEMA))
+    step = _step(rows)
+    ri.alter_isr(step, items)
+    _same(out, step, (hi.ISR_UPDATED,))
+    want = {(r[s.TOPIC_INDEX], r[s.PARTITION]): r[hi.ALTER_ISR_ERROR] for r in out.collect()}
+    assert step.kept[hi.ALTER_ISR_ERROR] == want
+
+
+def test_trail_and_errors_read_back(spark: SparkSession) -> None:
+    """A row's trail and errors survive the trip through Spark (the columns ``CompactRow.of``
+    reads)."""
+    row = CompactRow.of(
+        {
+            **dict(zip(s.compact_columns(1), (0, 0, 1, 1, 2, 0, 0, 1, 0, 0, 1, 1), strict=True)),
+            TRAIL: [5, 7],
+            ERRORS: [(1, 2, 3, None)],
+        },
+        1,
+    )
+    assert row.trail == (5, 7) and row.errors == ((1, 2, 3, None),)

@@ -21,6 +21,9 @@ class ControllerSettings:
     # inter.broker.protocol.version >= 2.8-IV0: topics get ids (spec §3.3 d, §4.3).
     topic_ids: bool = True
     seed: int = 0  # of the controller's random draws (topic ids), so runs are reproducible
+    # Not Kafka's: tables of at most this many rows are held on the driver, and the events
+    # with a driver path run there by the plain-Python rules (``Committer.driver_step``).
+    driver_rows: int = 0
 
 
 @dataclass

@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         help="ZooKeeper: 'emulated' or Kafka's zookeeper.connect 'host:port[/chroot]' "
         "(overrides the file)",
     )
+    run.add_argument(
+        "--driver-rows",
+        type=int,
+        metavar="N",
+        help="hold a partitions table of at most N rows on the driver and run the events that "
+        "can there (overrides execution.driver_rows; 0 runs every event in Spark)",
+    )
     return parser
 
 
@@ -92,6 +99,12 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"kce: {args.scenario}: {err}", file=sys.stderr)
         return EXIT_INVALID
+    if args.driver_rows is not None:
+        if args.driver_rows < 0:
+            print(f"kce: --driver-rows must be 0 or more, got {args.driver_rows}", file=sys.stderr)
+            return EXIT_INVALID
+        execution = scenario.execution.model_copy(update={"driver_rows": args.driver_rows})
+        scenario = scenario.model_copy(update={"execution": execution})
     try:
         ensemble = runner.open_zookeeper(scenario, args.zk)
     except runner.ZooKeeperUnavailableError as err:

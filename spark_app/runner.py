@@ -92,6 +92,7 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
         kafka_version=scenario.version(),
         topic_ids=scenario.config.ibp_at_least("2.8-IV0"),
         seed=scenario.seed,
+        driver_rows=scenario.execution.driver_rows,
     )
 
 

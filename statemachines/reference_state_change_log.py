@@ -9,13 +9,26 @@ these.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from statemachines import state_change_trail as t
+from statemachines.compact_rows import ErrorEntry
+from statemachines.partition_states import VALID_PREVIOUS_STATES as PARTITION_PREVIOUS
 from statemachines.partition_states import PartitionState
 from statemachines.reference_requests import ChangedRow, Leadership
+from statemachines.replica_states import VALID_PREVIOUS_STATES as REPLICA_PREVIOUS
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_errors import (
+    CONTROLLER,
+    EPOCH,
+    ERROR_STEP,
+    ILLEGAL_STATE,
+    LIVE,
+    PARTITION,
+    STATE_CHANGE_FAILED,
+)
+from statemachines.states import allowed_names
 
 _P, _R = PartitionState, ReplicaState
 
@@ -101,4 +114,54 @@ def state_change_lines(
                 f"to {_R(end).name}"
             )
             out.append(Line(topic, partition, unit, "TRACE", prefix + line, 2 * nth + 1))
+    return out
+
+
+def error_lines(
+    rows: Iterable[tuple[int, int, Sequence[ErrorEntry]]],
+    topics: Mapping[int, str],
+    controller_id: int,
+    epoch: int,
+    live: Iterable[int],
+) -> list[Line]:
+    """The ERROR line of every refused or failed transition: ``rows`` are (topic index,
+    partition, the row's ``state_change_errors``); the twin of
+    ``controller.commit.state_change_error_lines``."""
+    me = f"Controller {controller_id} epoch {epoch}"
+    alive = "Set(" + ", ".join(str(b) for b in sorted(live)) + ")"
+    out: list[Line] = []
+    for topic_index, partition, errors in rows:
+        topic = topics.get(topic_index, f"topic_index={topic_index}")
+        tp = f"{topic}-{partition}"
+        for pos, (broker, current, target, failure) in enumerate(errors):
+            if broker is None:
+                start, end = _P(current).name, _P(target).name
+                allowed = allowed_names(_P(target), PARTITION_PREVIOUS)
+                line = f"{me} failed to change state for partition {tp} from {start} to {end}"
+                who = f"Partition {tp} should be in one of "
+            else:
+                start, end = _R(current).name, _R(target).name
+                allowed = allowed_names(_R(target), REPLICA_PREVIOUS)
+                line = (
+                    f"{me} initiated state change of replica {broker} for partition {tp} "
+                    f"from {start} to {end} failed"
+                )
+                who = f"Replica [Topic={topic},Partition={partition},Replica={broker}] should be in the "
+            if failure is None:
+                exception = (
+                    f"{ILLEGAL_STATE}: {who}{allowed} states before moving to {end} state. "
+                    f"Instead it is in {start} state"
+                )
+            else:
+                why = failure
+                for placeholder, value in (
+                    (PARTITION, tp), (CONTROLLER, str(controller_id)), (EPOCH, str(epoch)),
+                    (LIVE, alive),
+                ):  # fmt: skip
+                    why = why.replace(placeholder, value)
+                exception = f"{STATE_CHANGE_FAILED}: {why}"
+            prefix = f"[Controller id={controller_id} epoch={epoch}] "
+            out.append(
+                Line(topic, partition, broker, "ERROR", prefix + line, ERROR_STEP + pos, exception)
+            )
     return out

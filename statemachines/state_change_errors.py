@@ -45,6 +45,12 @@ EPOCH = "{epoch}"  # the controller epoch
 LIVE = "{live}"  # the live broker ids, rendered as Scala's Set(1, 2, 3)
 PLACEHOLDERS = (PARTITION, CONTROLLER, EPOCH, LIVE)
 
+# How the ERROR lines render an entry: after any transition line of the same partition or
+# replica (their ``step``), with the exception Kafka logs beside them.
+ERROR_STEP = 1000
+ILLEGAL_STATE = "java.lang.IllegalStateException"
+STATE_CHANGE_FAILED = "kafka.common.StateChangeFailedException"
+
 
 def entry(broker: Column | None, current: Column, target: int, failure: Column | None) -> Column:
     """One error entry (``broker`` None for a partition transition, ``failure`` None if invalid)."""

@@ -181,9 +181,7 @@ def test_auto_rebalance(
     batch, states = table
     frame, rows = _frame(spark, batch, states)
     view, row_view = _views(batch)
-    out = he.check_and_trigger_auto_leader_rebalance(
-        frame, view, threshold, kafka_version=version
-    )
+    out = he.check_and_trigger_auto_leader_rebalance(frame, view, threshold, kafka_version=version)
     step = _step(rows)
     re_.check_and_trigger_auto_leader_rebalance(
         step, rows, row_view, threshold, kafka_version=version

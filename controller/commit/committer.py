@@ -25,6 +25,7 @@ given when the controller builds it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -38,6 +39,9 @@ from controller.commit.gauges import Gauges
 from controller.commit.generation_commits import DiffTotals
 from controller.commit.pending import RESULTS, PendingRows, fold, unfold
 from controller.commit.requests import RequestCount, request_count
+from controller.commit.row_commit import RowDiff
+from controller.commit.row_commit import error_lines as row_error_lines
+from controller.commit.row_gauges import row_gauges
 from controller.commit.state_change_error_lines import error_lines
 from controller.commit.state_change_log import state_change_lines
 from controller.commit.state_change_store import EventStateChangeLog
@@ -45,18 +49,24 @@ from controller.commit.state_writer import StateWrites, write_changed_states, wr
 from controller.context import ControllerContext
 from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
+from controller.row_handlers.event_rows import EventRows
 from controller.scheduler.clock import Clock
 from statemachines import schemas as s
 from statemachines.columns import in_partitions, in_topics, runtime_int
 from statemachines.layout import widen
 from statemachines.local_rows import local_frame
+from statemachines.row_state_machines import RowView
 from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import REQUEST_BATCH
 
-# Called after each commit with the committed rows and the event's counters.
-AfterCommit = Callable[[DataFrame, dict[str, int]], None]
-# An event's reply, sent once its rows are committed: the committed rows and the gauges.
-OnCommit = Callable[[DataFrame, Gauges], None]
+log = logging.getLogger(__name__)
+
+# Called after each commit with the committed rows (None on the driver path, whose events
+# leave nothing to read off them) and the event's counters.
+AfterCommit = Callable[[DataFrame | None, dict[str, int]], None]
+# An event's reply, sent once its rows are committed: the committed rows (None on the driver
+# path) and the gauges.
+OnCommit = Callable[[DataFrame | None, Gauges], None]
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,7 @@ class Committer:
         self.last_gauges: Gauges | None = None
         # The event's staged rows and what they need at the commit.
         self._pending: PendingRows | None = None
+        self._driver: EventRows | None = None  # the event's rows on the driver path
         self._read: _Read | None = None
         self._write_zk = True
         self._counted: dict[str, None] = {}
@@ -142,6 +153,8 @@ class Committer:
                 local_frame(self.ctx.spark, sorted(keys), key_schema),
                 in_partitions(keys),
             )
+        if self._driver is not None:
+            self._commit_pending()  # a Spark step reads what the driver path's steps staged
         pending = self._pending
         if pending is not None and (
             not self._write_zk or named is not None or (pending.partial and pending.pulled is None)
@@ -184,6 +197,27 @@ class Committer:
         rows = rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
         return rows.withColumns(batches)
 
+    def driver_step(self, label: str, extra: tuple[str, ...] = ()) -> EventRows | None:
+        """The rows the event's next step reads and writes on the driver, or None when it is
+        to run in Spark (``table``): the driver path takes a table of at most
+        ``settings.driver_rows`` rows (fetched in one job if the driver does not hold it yet)
+        while no step of the event staged Spark rows. The step's calls number their request
+        batches past the earlier steps' (as ``table`` does); ``extra`` names the step's
+        counters beyond the controller's."""
+        if self._pending is not None or self.settings.driver_rows <= 0:
+            return None
+        if self._driver is None:
+            held = self.ctx.table.hold(self.settings.driver_rows)
+            if held is None:
+                return None
+            self._driver = EventRows(dict(held))
+        if not self._labels:
+            self._topic_names = {t.index: t.name for t in self.ctx.topics.values()}
+        self._driver.batch = _BATCHES_PER_STEP * len(self._labels)
+        self._labels.append(label)
+        self._counted.update(dict.fromkeys((*self.counters, *extra)))
+        return self._driver
+
     def width(self) -> int:
         """The width (replica slots) of the rows a step reads."""
         if self._pending is not None:
@@ -191,12 +225,22 @@ class Committer:
         assert self.ctx.partitions is not None, "no generation yet: the controller is not active"
         return s.width(self.ctx.partitions)
 
-    def unclean_column(self) -> Column:
-        """Per-row effective unclean.leader.election.enable: topic config over broker default."""
+    def unclean_topics(self) -> set[int]:
+        """Topics whose effective unclean.leader.election.enable (topic config over broker
+        default) is true."""
         default = str(self.settings.unclean_leader_election_enable).lower()
         key = "unclean.leader.election.enable"
         enabled = {n for n, t in self.ctx.topics.items() if t.config.get(key, default) == "true"}
-        return in_topics(self.ctx.topic_indices(enabled))
+        return set(self.ctx.topic_indices(enabled))
+
+    def unclean_column(self) -> Column:
+        """Per-row effective unclean.leader.election.enable: topic config over broker default."""
+        return in_topics(sorted(self.unclean_topics()))
+
+    def row_view(self) -> RowView:
+        """The context's view of the brokers, as the driver path's rules read it."""
+        view = self.ctx.view()
+        return RowView(view.live.ids, view.shutting_down.ids, view.controller_epoch)
 
     def reassigning_partitions(self) -> int:
         """Partitions with a reassignment in flight, as of the last commit."""
@@ -254,7 +298,7 @@ class Committer:
         self.last_gauges = None
 
     def _drop_pending(self) -> None:
-        self._pending, self._read = None, None
+        self._pending, self._read, self._driver = None, None, None
         self._write_zk = True
         self._counted, self._kept, self._labels = {}, {}, []
         self._topic_names = {}
@@ -308,6 +352,8 @@ class Committer:
 
     def _commit_pending(self) -> Gauges | None:
         pending, replies = self._pending, self._on_commit
+        if self._driver is not None:
+            return self._commit_driver()
         if pending is None:
             return None
         counted, kept = tuple(self._counted), tuple(self._kept)
@@ -383,6 +429,52 @@ class Committer:
         self.last_gauges = gauges
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)
+        return gauges
+
+    def _commit_driver(self) -> Gauges:
+        """Commit the driver path's rows (``driver_step``): its writes, requests, lines and
+        gauges computed on the driver (``row_commit``, ``row_gauges``), then the replies (with
+        no committed frame: a driver step's reply reads its own results)."""
+        ctx, step, replies = self.ctx, self._driver, self._on_commit
+        assert step is not None and ctx.table.driver is not None
+        counted = [c for c in self._counted if c in step.counters]
+        names = {**self._topic_names, **{t.index: t.name for t in ctx.topics.values()}}
+        self._drop_pending()
+        view = ctx.view()
+        diff = RowDiff.of(ctx.table.driver, step.rows)
+        writes = diff.state_writes(names)
+        if writes and self.store.write_state_rows(writes, ctx.epoch_zk_version):
+            log.warning("some partition-state writes failed")
+        written = StateWrites(len(diff.changed), sum(w[-1] for w in writes))
+        requests = diff.requests(view.live_or_shutting_down.ids, ctx.deleting)
+        counters = {c: sum(step.counters[c].values()) for c in counted}
+        if step.batch > 0:  # a state machine ran: its refused transitions are counted
+            counters[ERRORS] = sum(len(r.errors) for r in step.rows.values())
+        if self.state_change_log is not None:
+            lines = diff.lines(names, self.broker_id, ctx.epoch)
+            if counters.get(ERRORS):
+                alive = ctx.live_broker_ids.ids
+                lines += row_error_lines(step.rows, names, self.broker_id, ctx.epoch, alive)
+            if lines:
+                self.state_change_log.append(lines, self.clock.now_ms())
+        ctx.table.commit_rows(step.rows)
+        deletion = ctx.deletion
+        gauges = row_gauges(
+            step.rows.values(),
+            self.row_view(),
+            ctx.deleting,
+            deletion.topics_with_deletion_started,
+            len(ctx.topics),
+            len(deletion.topics_ineligible_for_deletion),
+            counters,
+        )
+        for after in self.after_commit:
+            after(None, gauges.counters)
+        self.last_gauges = gauges
+        if self.record is not None:
+            self.record.add_commit(gauges, written, requests)
+        for reply in replies:
+            reply(None, gauges)
         return gauges
 
 

@@ -42,6 +42,8 @@ from controller.commit.generations import Generations
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView, ClusterView
 from statemachines.columns import any_of
+from statemachines.compact_rows import CompactRow, width_of
+from statemachines.local_rows import local_frame
 from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import TRAIL
 
@@ -88,7 +90,12 @@ class GenerationTable:
         self.spark = spark
         self.checkpoint_interval = checkpoint_interval
         self.store = Generations()
-        self.partitions: DataFrame | None = None  # the committed generation (``store.table``)
+        self._partitions: DataFrame | None = None  # the committed generation (``store.table``)
+        # The committed rows on the driver, when it holds them (``hold``): the driver path's
+        # commits replace them (``commit_rows``), and the Spark frame follows when read.
+        self.driver: dict[tuple[int, int], CompactRow] | None = None
+        self._driver_width = 0
+        self._frame_behind = False
         # The last gauges, and what they read besides the rows (``commit``'s ``key``).
         self._gauged: tuple[tuple, dict[str, int]] | None = None
         self.generation = 0
@@ -97,6 +104,48 @@ class GenerationTable:
         # The last stamped commit's diff, materialised by its job, and its ``diff_totals``.
         self.diff: DataFrame | None = None
         self.diff_totals: Row | None = None
+
+    @property
+    def partitions(self) -> DataFrame | None:
+        """The committed generation as a Spark frame (built from the driver's rows when the
+        driver path committed last)."""
+        if self._frame_behind:
+            assert self.driver is not None
+            w = self._driver_width
+            rows = [r.compact(w) for _, r in sorted(self.driver.items())]
+            frame = local_frame(self.spark, rows, s.compact_schema(w))
+            self.store.install(frame, frame.columns)
+            self._partitions = self.store.table
+            self._frame_behind = False
+        return self._partitions
+
+    @partitions.setter
+    def partitions(self, table: DataFrame | None) -> None:
+        self._partitions = table
+        self._frame_behind = False
+        self.driver = None  # a Spark commit: the driver's rows are stale
+
+    def hold(self, limit: int) -> dict[tuple[int, int], CompactRow] | None:
+        """The committed rows on the driver if there are at most ``limit`` (fetched in one job
+        when the driver does not hold them yet), else None."""
+        if self.driver is None and self.rows is not None and self.rows <= limit:
+            table = self.partitions
+            assert table is not None
+            w = s.width(table)
+            fetched = (CompactRow.of(r.asDict(), w) for r in table.collect())
+            self.driver = {r.key: r for r in fetched}
+            self._driver_width = w
+        return self.driver if self.rows is not None and self.rows <= limit else None
+
+    def commit_rows(self, rows: dict[tuple[int, int], CompactRow]) -> None:
+        """Swap in the driver path's next generation: ``rows`` are every row, as the event
+        left them (their trails and errors are dropped here)."""
+        self.generation += 1
+        self.driver = {k: replace(r, trail=(), errors=()) for k, r in rows.items()}
+        self._driver_width = max(self._driver_width, width_of(list(rows.values())))
+        self.rows = len(rows)
+        self._frame_behind = True
+        self.stamped, self.diff, self.diff_totals, self._gauged = False, None, None, None
 
     @property
     def committed(self) -> DataFrame | None:

@@ -40,11 +40,8 @@ from statemachines.partition_states import VALID_PREVIOUS_STATES as PARTITION_PR
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import VALID_PREVIOUS_STATES as REPLICA_PREVIOUS
 from statemachines.replica_states import ReplicaState
+from statemachines.state_change_errors import ERROR_STEP, ILLEGAL_STATE, STATE_CHANGE_FAILED
 from statemachines.states import allowed_names, state_name_column
-
-ERROR_STEP = 1000  # after any transition line of the same partition or replica
-ILLEGAL_STATE = "java.lang.IllegalStateException"
-STATE_CHANGE_FAILED = "kafka.common.StateChangeFailedException"
 
 
 def _allowed(target: Column, states: type[IntEnum], table: object) -> Column:

@@ -9,6 +9,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -23,6 +24,20 @@ from controller.commit.state_change_log import (
     STEP,
 )
 from statemachines import schemas as s
+from statemachines.reference_state_change_log import Line
+
+# The lines' Parquet schema, as Spark writes them.
+LINE_SCHEMA = pa.schema(
+    [
+        pa.field(s.TOPIC, pa.string(), nullable=False),
+        (s.PARTITION, pa.int32()),
+        (s.BROKER, pa.int32()),
+        pa.field(LEVEL, pa.string(), nullable=False),
+        (LINE, pa.string()),
+        (STEP, pa.int32()),
+        (EXCEPTION, pa.string()),
+    ]
+)
 
 
 def log4j_time(epoch_ms: int) -> str:
@@ -75,15 +90,36 @@ class StateChangeLog:
             shutil.rmtree(target)
         return count
 
+    def append_lines(self, lines: list[Line], event_index: int, virtual_time_ms: int) -> int:
+        """``append`` for lines rendered on the driver (the driver path's commits): the same
+        files, written without Spark."""
+        target = self.event_dir(event_index)
+        if target.exists():
+            shutil.rmtree(target)
+        ordered = sorted(
+            lines, key=lambda x: (x.topic, x.partition, x.broker is not None, x.broker or 0, x.step)
+        )
+        columns = list(zip(*ordered, strict=True)) if ordered else [()] * len(LINE_SCHEMA)
+        table = pa.Table.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, LINE_SCHEMA, strict=True)],
+            schema=LINE_SCHEMA,
+        )
+        return self._write_table(table, target, virtual_time_ms)
+
     def _append_with_text(self, lines: DataFrame, target: Path, virtual_time_ms: int) -> int:
         ordered = lines.select(*LINE_COLUMNS).orderBy(
             F.col(s.TOPIC), F.col(s.PARTITION), F.col(s.BROKER).asc_nulls_first(), F.col(STEP)
         )
-        table = ordered.toArrow()
+        return self._write_table(ordered.toArrow(), target, virtual_time_ms)
+
+    def _write_table(self, table: pa.Table, target: Path, virtual_time_ms: int) -> int:
+        """Write one event's ordered lines as its Parquet file and, with ``text``, log4j text."""
         if table.num_rows == 0:
             return 0
         target.mkdir(parents=True)
         pq.write_table(table, target / "part-00000.parquet")
+        if not self.text:
+            return table.num_rows
         stamp = f"[{log4j_time(virtual_time_ms)}] "
         levels = table.column(LEVEL).to_pylist()
         texts = table.column(LINE).to_pylist()
@@ -105,8 +141,11 @@ class EventStateChangeLog:
         self.commits = 0
         self.lines = 0
 
-    def append(self, lines: DataFrame, virtual_time_ms: int) -> int:
-        n = self.log.append(lines, self.commits, virtual_time_ms)
+    def append(self, lines: DataFrame | list[Line], virtual_time_ms: int) -> int:
+        if isinstance(lines, list):
+            n = self.log.append_lines(lines, self.commits, virtual_time_ms)
+        else:
+            n = self.log.append(lines, self.commits, virtual_time_ms)
         self.commits += 1
         self.lines += n
         return n

@@ -21,12 +21,13 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.gauges import lagging_positions
 from controller.commit.state_change_store import EventStateChangeLog
+from controller.context import ControllerContext
 from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import STATE_COLUMNS, Ensemble, PartitionStateStore
@@ -38,6 +39,7 @@ from controller.zk.paths import PartitionStateZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.columns import has_leadership
+from statemachines.replica_states import ReplicaState
 
 log = logging.getLogger(__name__)
 
@@ -229,49 +231,28 @@ class EmulatedCluster:
         if active is None or active.ctx.partitions is None:
             return
         ctx = active.ctx
-        table, view = ctx.partitions, ctx.view()
-        w = s.width(table)
-        lagging = lagging_positions(w, view)
-        isr = F.array_compact(
-            F.array(
-                *[
-                    F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k)))
-                    for k in range(w)
-                ]
-            )
-        )
-        joining = F.array_compact(
-            F.array(*[F.when(lag, F.col(s.replica_col(k))) for k, lag in enumerate(lagging)])
-        )
-        leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
-        rows = (
-            table.where(has_leadership() & leader_live & (F.size(joining) > 0))
-            .join(F.broadcast(ctx.topics_frame()), s.TOPIC_INDEX)
-            .select(
-                s.TOPIC,
-                s.PARTITION,
-                s.LEADER,
-                s.LEADER_EPOCH,
-                F.concat(isr, joining).alias(s.ISR),
-                s.CONTROLLER_EPOCH,
-                s.ZK_VERSION,
-            )
-        )
-        if self.alter_isr:
-            by_leader: dict[int, dict[ev.TopicPartition, ev.AlterIsrItem]] = {}
-            for r in rows.collect():
-                item = ev.AlterIsrItem(r[s.LEADER_EPOCH], tuple(r[s.ISR]), r[s.ZK_VERSION])
-                by_leader.setdefault(r[s.LEADER], {})[
-                    ev.TopicPartition(r[s.TOPIC], r[s.PARTITION])
-                ] = item
-            for leader, items in sorted(by_leader.items()):
-                self._send_alter_isr(leader, items)
-            return
-        rows = local_checkpoint(rows)  # written and notified: one evaluation
-        self.states.write_states(rows.select(*STATE_COLUMNS), ctx.epoch_zk_version)
-        keys = [(r[0], r[1]) for r in rows.select(s.TOPIC, s.PARTITION).collect()]
-        release(rows)
-        admin.propagate_isr_changes(self.admin, keys)
+        if ctx.table.driver is not None:
+            rows = _rejoining(ctx)
+            if not self.alter_isr:
+                self.states.write_state_rows([(*r, 1) for r in rows], ctx.epoch_zk_version)
+                admin.propagate_isr_changes(self.admin, [(r[0], r[1]) for r in rows])
+                return
+        else:
+            frame = _rejoining_frame(ctx)
+            if not self.alter_isr:
+                frame = local_checkpoint(frame)  # written and notified: one evaluation
+                self.states.write_states(frame.select(*STATE_COLUMNS), ctx.epoch_zk_version)
+                keys = [(r[0], r[1]) for r in frame.select(s.TOPIC, s.PARTITION).collect()]
+                release(frame)
+                admin.propagate_isr_changes(self.admin, keys)
+                return
+            rows = [tuple(r) for r in frame.collect()]  # type: ignore[misc]
+        by_leader: dict[int, dict[ev.TopicPartition, ev.AlterIsrItem]] = {}
+        for topic, partition, leader, epoch, isr, _cepoch, version in rows:
+            item = ev.AlterIsrItem(epoch, tuple(isr), version)
+            by_leader.setdefault(leader, {})[ev.TopicPartition(topic, partition)] = item
+        for leader, items in sorted(by_leader.items()):
+            self._send_alter_isr(leader, items)
 
     def log_dir_failure(self, broker_id: int) -> None:
         """The broker's (single) log directory fails; it tells the controller through ZooKeeper.
@@ -285,3 +266,58 @@ class EmulatedCluster:
         """Move virtual time, firing periodic tasks (and draining after each)."""
         self.timer.run_until(at_ms, after_each=lambda _now: self.drain())
         self.drain()
+
+
+_FOLLOWING = (ReplicaState.NewReplica, ReplicaState.OnlineReplica)
+Rejoining = tuple[str, int, int, int, list[int], int, int]
+
+
+def _rejoining(ctx: ControllerContext) -> list[Rejoining]:
+    """The new state of each partition with lagging followers, off the driver's rows: topic,
+    partition, leader, leader epoch, the ISR with them appended (``gauges.lagging_positions``),
+    controller epoch, zk version."""
+    assert ctx.table.driver is not None
+    view = ctx.view()
+    names = {t.index: t.name for t in ctx.topics.values()}
+    out: list[Rejoining] = []
+    for (index, partition), r in sorted(ctx.table.driver.items()):
+        joining = [
+            b
+            for b, st in zip(r.replicas, r.replica_states, strict=True)
+            if b in view.live.ids and b != r.leader and st in _FOLLOWING and b not in r.isr
+        ]
+        if r.has_leadership and r.leader in view.live_or_shutting_down.ids and joining:
+            isr = [*r.isr, *joining]
+            out.append((names[index], partition, r.leader, r.leader_epoch, isr,
+                        r.controller_epoch, r.zk_version))  # fmt: skip
+    return out
+
+
+def _rejoining_frame(ctx: ControllerContext) -> DataFrame:
+    """``_rejoining`` over the Spark table (the same columns)."""
+    table, view = ctx.partitions, ctx.view()
+    assert table is not None
+    w = s.width(table)
+    lagging = lagging_positions(w, view)
+    isr = F.array_compact(
+        F.array(
+            *[F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k))) for k in range(w)]
+        )
+    )
+    joining = F.array_compact(
+        F.array(*[F.when(lag, F.col(s.replica_col(k))) for k, lag in enumerate(lagging)])
+    )
+    leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
+    return (
+        table.where(has_leadership() & leader_live & (F.size(joining) > 0))
+        .join(F.broadcast(ctx.topics_frame()), s.TOPIC_INDEX)
+        .select(
+            s.TOPIC,
+            s.PARTITION,
+            s.LEADER,
+            s.LEADER_EPOCH,
+            F.concat(isr, joining).alias(s.ISR),
+            s.CONTROLLER_EPOCH,
+            s.ZK_VERSION,
+        )
+    )

@@ -8,7 +8,7 @@ use pipelined ``multiRead`` requests and build the result through Arrow.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -19,11 +19,12 @@ from controller.partition_store.states import (
     NEW_PARTITION_VERSION,
     STATE_COLUMNS,
     STATES_SCHEMA,
+    StateRow,
     arrow_rows,
     with_writes,
 )
 from controller.zk.fencing import FencedWriter
-from controller.zk.kazoo_bulk import GET_CHILDREN, GET_DATA, StateRow, multi_read, write_batches
+from controller.zk.kazoo_bulk import GET_CHILDREN, GET_DATA, multi_read, write_batches
 from controller.zk.kazoo_client import KazooZkClient
 from controller.zk.paths import (
     BROKER_TOPICS,
@@ -122,30 +123,36 @@ class KazooStateStore:
         self, states: DataFrame, expected_epoch_zk_version: int, rows: int | None = None
     ) -> DataFrame:
         states = with_writes(states)
+        failed = self.write_state_rows(arrow_rows(states), expected_epoch_zk_version)
+        rows = [(*row[:-1], error) for row, error in failed]
+        return local_frame(states.sparkSession, rows, FAILED_SCHEMA)
+
+    def write_state_rows(
+        self, rows: Iterable[StateRow], expected_epoch_zk_version: int
+    ) -> list[tuple[StateRow, str]]:
         fenced = FencedWriter(self.client, expected_epoch_zk_version)
         topic_ok: dict[str, bool] = {}
-        failed: list[tuple] = []
+        failed: list[tuple[StateRow, str]] = []
 
         def to_write() -> Iterator[StateRow]:
-            for row in arrow_rows(states):
+            for row in rows:
                 if row[6] == NEW_PARTITION_VERSION:
                     if row[0] not in topic_ok:
                         topic_ok[row[0]] = self._ensure_partitions_node(fenced, row[0])
                     if not topic_ok[row[0]]:
-                        failed.append((*row[:-1], "NONODE"))
+                        failed.append((row, "NONODE"))
                         continue
                 yield row
 
-        for row, error in write_batches(
+        failed += write_batches(
             self.client.kazoo,
             to_write(),
             expected_epoch_zk_version,
             self.max_ops,
             self.max_bytes,
             self.window,
-        ):
-            failed.append((*row[:-1], error))
-        return local_frame(states.sparkSession, failed, FAILED_SCHEMA)
+        )
+        return failed
 
     def _ensure_partitions_node(self, fenced: FencedWriter, topic: str) -> bool:
         """Create ``/brokers/topics/T/partitions`` (fenced) if needed; False if T has no znode."""

@@ -10,22 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
 
 from controller.partition_store.region import PartitionRegion
 from controller.partition_store.rows import parse
 from controller.partition_store.states import (
     KEY_SCHEMA,
+    NEW_PARTITION_VERSION,
     STATE_COLUMNS,
     STATES_SCHEMA,
+    StateRow,
     with_writes,
 )
 from controller.zk.errors import ControllerMovedError, MalformedZnodeError
+from controller.zk.fencing import Create, FencedWriter, Op, SetData
 from controller.zk.memory_client import InMemoryClient
 from controller.zk.memory_server import BulkTransaction
 from controller.zk.memory_tree import CHANGED, CHILD, CREATED
-from controller.zk.paths import BROKER_TOPICS, CONTROLLER_EPOCH, PartitionStateZNode
+from controller.zk.paths import (
+    BROKER_TOPICS,
+    CONTROLLER_EPOCH,
+    PartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+)
 from statemachines.local_rows import local_frame
 from statemachines.schemas import PARTITION, TOPIC
 
@@ -69,6 +78,38 @@ class SparkStateStore:
         return self.client.bulk(
             lambda txn: self._write(txn, updates, expected_epoch_zk_version, rows)
         )
+
+    def write_state_rows(
+        self, rows: Sequence[StateRow], expected_epoch_zk_version: int
+    ) -> list[tuple[StateRow, str]]:
+        """One fenced multi per row through the client's single ops: the region keeps them in
+        its driver-side overlay (loading a topic's rows once, ``prefetch``), so a few rows cost
+        no Spark job. A rejected row is returned with its error; a moved epoch raises."""
+        self.prefetch(sorted({(r[0], r[1]) for r in rows}))
+        fenced = FencedWriter(self.client, expected_epoch_zk_version)
+        failed: list[tuple[StateRow, str]] = []
+        for row in rows:
+            topic, partition, leader, epoch, isr, cepoch, expected, writes = row
+            data = PartitionStateZNode.encode_fields(leader, epoch, isr, cepoch)
+            state = PartitionStateZNode.path(topic, partition)
+            ops: list[Op]
+            if expected == NEW_PARTITION_VERSION:
+                node = TopicPartitionZNode.path(topic, partition)
+                ops = [Create(node), Create(state, data)]
+                ops += [SetData(state, data, v) for v in range(writes - 1)]
+                if self.client.exists(TopicPartitionsZNode.path(topic)) is None:
+                    ops.insert(0, Create(TopicPartitionsZNode.path(topic)))
+            else:
+                ops = [SetData(state, data, expected + i) for i in range(writes)]
+            try:
+                fenced.multi(ops)
+            except BadVersionError:
+                failed.append((row, "BADVERSION"))
+            except NoNodeError:
+                failed.append((row, "NONODE"))
+            except NodeExistsError:
+                failed.append((row, "NODEEXISTS"))
+        return failed
 
     def _write(
         self, txn: BulkTransaction, updates: DataFrame, expected: int, rows: int | None

@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from controller.zk.kazoo_bulk import StateRow
 from statemachines.schemas import (
     CONTROLLER_EPOCH,
     ISR,
@@ -88,6 +89,13 @@ class PartitionStateStore(Protocol):
         self, states: DataFrame, expected_epoch_zk_version: int, rows: int | None = None
     ) -> DataFrame:
         """``rows`` is the row count of ``states`` when the caller knows it."""
+        ...
+
+    def write_state_rows(
+        self, rows: Sequence[StateRow], expected_epoch_zk_version: int
+    ) -> list[tuple[StateRow, str]]:
+        """``write_states`` for rows on the driver (the driver path's commits): the failed rows
+        with their error codes."""
         ...
 
     def prefetch(self, keys: Sequence[tuple[str, int]]) -> None: ...

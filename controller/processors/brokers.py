@@ -17,6 +17,8 @@ from controller.handlers import brokers as hb
 from controller.processors.deletion import DeletionEvents
 from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
+from controller.row_handlers import brokers as rb
+from controller.row_handlers.event_rows import EventRows
 from controller.zk.kafka_zk_client import get_all_brokers
 from statemachines.brokers import BrokerSet
 
@@ -56,27 +58,45 @@ class BrokerEvents:
             for b in brokers:
                 ctx.add_live_broker(LiveBroker(b, registered[b].rack, registered[b].epoch))
 
+        def startup(brokers: list[int]) -> None:
+            step = self.driver_step("BrokerChange")
+            if step is None:
+                started = self.on_broker_startup(BrokerSet.of(brokers), deleting)
+                stage(started, "BrokerChange", partial=True)
+            else:
+                c = self.committer
+                unclean = c.unclean_topics()
+                rb.on_broker_startup(
+                    step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting
+                )
+            self.reassignments.on_brokers_started(BrokerSet.of(brokers), "BrokerChange")
+
+        def failure(brokers: list[int]) -> None:
+            step = self.driver_step("BrokerChange")
+            if step is None:
+                failed = self.on_broker_failure(BrokerSet.of(brokers), deleting)
+                stage(failed, "BrokerChange", partial=True)
+            else:
+                c = self.committer
+                unclean = c.unclean_topics()
+                rb.on_broker_failure(
+                    step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting
+                )
+            # onReplicasBecomeOffline: the replicas' deletions failed with them.
+            self.deletion.on_replicas_offline(BrokerSet.of(brokers), "BrokerChange")
+
         # Each phase is a step of the event: the next reads the rows it staged.
         register(new)
         if new:
-            started = self.on_broker_startup(BrokerSet.of(new), deleting)
-            stage(started, "BrokerChange", partial=True)
-            self.reassignments.on_brokers_started(BrokerSet.of(new), "BrokerChange")
+            startup(new)
         if bounced:
             ctx.remove_live_brokers(bounced)  # onBrokerFailure: a shutdown in progress ends
-            failed = self.on_broker_failure(BrokerSet.of(bounced), deleting)
-            stage(failed, "BrokerChange", partial=True)
-            # onReplicasBecomeOffline: the old incarnation's replica deletions failed with it.
-            self.deletion.on_replicas_offline(BrokerSet.of(bounced), "BrokerChange")
+            failure(bounced)
             register(bounced)
-            started = self.on_broker_startup(BrokerSet.of(bounced), deleting)
-            stage(started, "BrokerChange", partial=True)
-            self.reassignments.on_brokers_started(BrokerSet.of(bounced), "BrokerChange")
+            startup(bounced)
         if dead:
             ctx.remove_live_brokers(dead)
-            failed = self.on_broker_failure(BrokerSet.of(dead), deleting)
-            stage(failed, "BrokerChange", partial=True)
-            self.deletion.on_replicas_offline(BrokerSet.of(dead), "BrokerChange")
+            failure(dead)
         if new or bounced:
             self.deletion.on_brokers_started(BrokerSet.of([*new, *bounced]), "BrokerChange")
 
@@ -94,14 +114,26 @@ class BrokerEvents:
             return
         self.ctx.mark_shutting_down(event.broker_id)
         deleting = self.ctx.deleting
-        scope = hb.controlled_shutdown_scope(event.broker_id, self.committer.width())
-        table = hb.on_controlled_shutdown(
-            self.committer.table(scope), event.broker_id, self.ctx.view(), deleting
-        )
-        self.committer.stage(table, "ControlledShutdown", extra=("remaining",), partial=True)
+        step = self.driver_step("ControlledShutdown", extra=("remaining",))
+        if step is not None:
+            view = self.committer.row_view()
+            rb.on_controlled_shutdown(step, event.broker_id, view, deleting)
+        else:
+            scope = hb.controlled_shutdown_scope(event.broker_id, self.committer.width())
+            table = hb.on_controlled_shutdown(
+                self.committer.table(scope), event.broker_id, self.ctx.view(), deleting
+            )
+            self.committer.stage(table, "ControlledShutdown", extra=("remaining",), partial=True)
         self.committer.on_commit(
             lambda _, gauges: reply("NONE", gauges.counters.get("remaining", 0))
         )
+
+    def driver_step(self, label: str, extra: tuple[str, ...] = ()) -> EventRows | None:
+        """The event's rows on the driver (``Committer.driver_step``) while no deletion or
+        reassignment is in flight: the steps for those have no driver path yet."""
+        if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
+            return None
+        return self.committer.driver_step(label, extra)
 
     def on_broker_failure(self, dead: BrokerSet, deleting: list[int]) -> DataFrame:
         """``handlers.brokers.on_broker_failure`` over the rows it may touch (stage it with

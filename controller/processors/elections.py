@@ -15,6 +15,8 @@ from pyspark.sql import functions as F
 from controller.events import controller_events as ev
 from controller.handlers import election as he
 from controller.processors.parts import ControllerParts
+from controller.row_handlers import election as re_
+from controller.row_handlers.event_rows import EventRows
 from controller.scheduler.timer import Timer
 from controller.zk.admin_zk_client import read_topic_config
 from statemachines.local_rows import local_frame
@@ -40,6 +42,28 @@ class ElectionEvents:
             reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
             return
         ctx, c = self.ctx, self.committer
+        step = self.driver_step("ReplicaLeaderElection")
+        if step is not None:
+            keys = None
+            if event.partitions is not None:
+                keys = {
+                    (ctx.topics[p.topic].index, p.partition)
+                    for p in event.partitions
+                    if p.topic in ctx.topics
+                }
+            unclean = c.unclean_topics()
+            re_.on_replica_election(
+                step,
+                keys,
+                event.election_type,
+                event.election_trigger,
+                c.row_view(),
+                ctx.deleting,
+                lambda r: r.topic_index in unclean,
+                self.settings.kafka_version,
+            )
+            reply("NONE")
+            return
         # Only the listed partitions that need the election can change: a partial commit.
         scope = he.replica_election_scope(event.election_type, ctx.view())
         named = None
@@ -63,6 +87,13 @@ class ElectionEvents:
         c.stage(table, "ReplicaLeaderElection", partial=True)
         reply("NONE")
 
+    def driver_step(self, label: str) -> EventRows | None:
+        """The event's rows on the driver (``Committer.driver_step``) while no deletion or
+        reassignment is in flight (their partitions' elections have no driver path yet)."""
+        if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
+            return None
+        return self.committer.driver_step(label)
+
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
     def schedule_auto_rebalance(self, delay_ms: int = FIRST_AUTO_REBALANCE_DELAY_MS) -> None:
         if self.settings.auto_leader_rebalance_enable:
@@ -82,6 +113,18 @@ class ElectionEvents:
             return
         c = self.committer
         try:
+            step = self.driver_step("AutoPreferredReplicaLeaderElection")
+            if step is not None:
+                re_.check_and_trigger_auto_leader_rebalance(
+                    step,
+                    list(step.rows.values()),
+                    c.row_view(),
+                    self.settings.leader_imbalance_per_broker_percentage,
+                    self.ctx.deleting,
+                    c.reassigning_partitions() > 0,
+                    self.settings.kafka_version,
+                )
+                return
             # Only partitions off their preferred leader can move: a partial commit.
             table = he.check_and_trigger_auto_leader_rebalance(
                 c.table(he.not_preferred()),
@@ -110,6 +153,14 @@ class ElectionEvents:
             return
         self.ctx.set_topic_config(event.topic, read_topic_config(self.zk, event.topic))
         c = self.committer
+        step = self.driver_step("TopicUncleanLeaderElectionEnable")
+        if step is not None:
+            unclean = c.unclean_topics()
+            re_.on_unclean_leader_election_enable(
+                step, c.row_view(), lambda r: r.topic_index in unclean, self.ctx.deleting,
+                entry.index,
+            )  # fmt: skip
+            return
         table = he.on_unclean_leader_election_enable(
             c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting, entry.index
         )
@@ -119,6 +170,13 @@ class ElectionEvents:
         if not self.is_active():
             return
         c = self.committer
+        step = self.driver_step("UncleanLeaderElectionEnable")
+        if step is not None:
+            unclean = c.unclean_topics()
+            re_.on_unclean_leader_election_enable(
+                step, c.row_view(), lambda r: r.topic_index in unclean, self.ctx.deleting
+            )
+            return
         table = he.on_unclean_leader_election_enable(
             c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting
         )

@@ -29,6 +29,7 @@ from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
+from controller.row_handlers import isr as ri
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
     ISR_CHANGE_NOTIFICATION,
@@ -182,6 +183,19 @@ class IsrEvents:
     ) -> None:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader);
         ``answer`` gets the per-partition errors once they are committed."""
+        step = None
+        # Reassignment completion follows in the same commit: no driver path for it yet.
+        if not (self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions()):
+            step = self.committer.driver_step("AlterIsrReceived", extra=(hi.ISR_UPDATED,))
+        if step is not None:
+            ri.alter_isr(step, rows)
+            names = {t.index: t.name for t in self.ctx.topics.values()}
+            errors = {
+                ev.TopicPartition(names[k[0]], k[1]): str(error)
+                for k, error in step.kept[hi.ALTER_ISR_ERROR].items()
+            }
+            self.committer.on_commit(lambda _c, _g: answer(errors))
+            return
         requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
         table = self.committer.table(keys={(r[0], r[1]) for r in rows})
         out = hi.alter_isr(table, requests)
@@ -195,7 +209,8 @@ class IsrEvents:
         )
         names = {t.index: t.name for t in self.ctx.topics.values()}
 
-        def replied(committed: DataFrame, _: Gauges) -> None:
+        def replied(committed: DataFrame | None, _: Gauges) -> None:
+            assert committed is not None
             errors = committed.where(F.col(hi.ALTER_ISR_ERROR).isNotNull())
             answer(
                 {

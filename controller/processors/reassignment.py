@@ -193,8 +193,10 @@ class ReassignmentEvents:
         self.committer.stage(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 
     # -- after a commit ------------------------------------------------------------------------
-    def after_commit(self, committed: DataFrame, counters: dict[str, int]) -> None:
+    def after_commit(self, committed: DataFrame | None, counters: dict[str, int]) -> None:
         """Rewrite changed topic znodes (U2/B6); drop completed partitions from the ZK request."""
+        if committed is None:  # the driver path: no reassignment step runs there
+            return
         if counters.get(hr.ASSIGNMENT_CHANGED, 0):
             self.write_topic_assignments(committed.where(F.col(hr.ASSIGNMENT_CHANGED) > 0))
         if counters.get(hr.REASSIGNMENT_COMPLETED, 0) and self.zk.exists(REASSIGN_PARTITIONS):

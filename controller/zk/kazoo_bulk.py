@@ -134,6 +134,10 @@ def multi_read(
 # A row to write: (topic, partition, leader, leader_epoch, isr, controller_epoch, expected_version,
 # writes): ``writes`` conditional writes of the same payload, as a controller that wrote the znode
 # that many times in one event leaves it (version expected + writes).
+
+
+# A partition-state write: topic, partition, leader, leader epoch, ISR, controller epoch, the
+# expected zk version (-1 to create the partition and its state) and the number of writes.
 StateRow = tuple[str, int, int, int, list[int], int, int, int]
 
 

@@ -85,6 +85,20 @@ class Emulation(BaseModel):
     catch_up_ms: Duration = Field(0, description="how long a live follower takes to rejoin the ISR")
 
 
+DEFAULT_DRIVER_ROWS = 10_000
+
+
+class Execution(BaseModel):
+    model_config = STRICT
+    driver_rows: Annotated[int, Strict()] = Field(
+        DEFAULT_DRIVER_ROWS,
+        ge=0,
+        description="a partitions table of at most this many rows is held on the driver, and "
+        "the events with a driver path run there by the plain-Python rules (0: every event in "
+        "Spark)",
+    )
+
+
 class Scenario(BaseModel):
     """A scenario file: a cluster, a Kafka configuration, and timed events up to ``until``."""
 
@@ -105,6 +119,9 @@ class Scenario(BaseModel):
         description="Kafka broker/controller keys (§17); unset keys take kafka_version's defaults",
     )
     emulation: Emulation = Field(default_factory=Emulation, description="emulation knobs")
+    execution: Execution = Field(
+        default_factory=Execution, description="where events run: the driver or Spark"
+    )
     cluster: Cluster = Field(description="brokers, topics and starting state")
     events: tuple[ScenarioEvent, ...] = Field(
         (), description="timed events (file order breaks ties)"

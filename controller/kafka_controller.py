@@ -35,6 +35,7 @@ from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
 from controller.processors.topics import TopicEvents
 from controller.records import ControllerSettings, EventRecord
+from controller.row_handlers import brokers as rb
 from controller.scheduler.timer import Clock, Timer
 from controller.zk.errors import ControllerMovedError
 from controller.zk.kafka_zk_client import (
@@ -42,6 +43,7 @@ from controller.zk.kafka_zk_client import (
     get_controller_id,
     register_controller_and_increment_controller_epoch,
 )
+from controller.zk.paths import REASSIGN_PARTITIONS
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.layout import to_compact
@@ -274,6 +276,23 @@ class KafkaController:
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
         ctx.load(compact)
         snapshot.release()  # generation 0 holds the rows now
+        held = None if ctx.deletion.topics_to_be_deleted else c.held_rows()
+        resumed = held is None or self.zk.exists(REASSIGN_PARTITIONS) is not None
+        if (
+            held is not None
+            and not resumed
+            and not any(r.adding_mask or r.removing_mask for r in held.values())
+        ):
+            # Nothing to resume: the failover's one step runs on the driver.
+            step = c.driver_step("failover")
+            assert step is not None
+            unclean = c.unclean_topics()
+            rb.on_controller_failover(
+                step, c.row_view(), lambda r: r.topic_index in unclean, ctx.deleting
+            )
+            self.reassignments.register_reassignment_watch()
+            self.elections.schedule_auto_rebalance()
+            return
         compact = c.table()
         # ... then the offline ones go OfflineReplica (ISR removal in ZK), §6.4 step 3.
         shrunk = replica_changes(

@@ -7,14 +7,21 @@ Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs 
   or ``spark_app.runner``, directly or through a ``tests`` helper, or runs ``kce run``);
 * ``spark``: uses the ``spark`` fixture, directly or through other fixtures;
 * ``unit``: everything else.
+
+The scenario tier runs on the execution path ``--execution`` names (a test parameter):
+``driver`` (the default: tables this small are held on the driver, and every event with a driver
+path runs there), ``spark`` (``execution.driver_rows`` 0: every event in Spark) or ``both``.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -24,6 +31,57 @@ from spark_app.session import get_spark
 TIERS = ("unit", "spark", "scenario", "zk")
 _EMULATION = ("controller.emulation.cluster", "spark_app.runner")
 _TESTS = Path(__file__).resolve().parent
+
+
+PATHS = {"driver": 1_000_000_000, "spark": 0}  # execution.driver_rows of each path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--execution",
+        choices=(*PATHS, "both"),
+        default="driver",
+        help="the execution path of the scenario tests (default: driver)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    own = metafunc.definition.get_closest_marker("both_paths") is not None
+    if (
+        "execution" in metafunc.fixturenames
+        and _runs_emulation(Path(str(metafunc.definition.path)))
+        and not own
+    ):
+        chosen = metafunc.config.getoption("--execution")
+        metafunc.parametrize(
+            "execution", list(PATHS) if chosen == "both" else [chosen], indirect=True
+        )
+
+
+@pytest.fixture(autouse=True)
+def execution(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The path a scenario test runs on: every controller it starts gets that
+    ``driver_rows``, whatever its settings say. None outside the scenario tier."""
+    path = getattr(request, "param", None)
+    if path is not None:
+        from controller.kafka_controller import KafkaController
+
+        start = KafkaController.__init__
+        signature = inspect.signature(start)
+
+        def init(*args: Any, **kwargs: Any) -> None:
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments["settings"] = _with_rows(bound.arguments.get("settings"), path)
+            start(*bound.args, **bound.kwargs)
+
+        monkeypatch.setattr(KafkaController, "__init__", init)
+    return path
+
+
+def _with_rows(settings: Any, path: str) -> Any:
+    from controller.records import ControllerSettings
+
+    return dataclasses.replace(settings or ControllerSettings(), driver_rows=PATHS[path])
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,11 @@ from pyspark.sql import functions as F
 from controller.handlers import brokers as hb
 from controller.handlers import election as he
 from controller.handlers import isr as hi
+from controller.handlers import topics as ht
 from controller.row_handlers import brokers as rb
 from controller.row_handlers import election as re_
 from controller.row_handlers import isr as ri
+from controller.row_handlers import topics as rt
 from controller.row_handlers.event_rows import EventRows
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
@@ -222,3 +224,25 @@ def test_trail_and_errors_read_back(spark: SparkSession) -> None:
         1,
     )
     assert row.trail == (5, 7) and row.errors == ((1, 2, 3, None),)
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_new_partition_creation(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    brokers = sorted({r for p in batch.parts for r in p.replicas} | {900})  # 900: never live
+    n = data.draw(st.integers(1, 3))
+    assignment = {
+        p: data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=W, unique=True))
+        for p in range(n)
+    }
+    index = max(r.topic_index for r in rows) + 1
+    new = ht.assigned_partition_rows(spark, {index: assignment}, W)
+    out = ht.on_new_partition_creation(
+        ht.add_partition_rows(frame, new), F.col(s.TOPIC_INDEX) == index, view
+    )
+    step = _step(rows)
+    rt.on_new_partition_creation(step, rt.assigned_partition_rows({index: assignment}), row_view)
+    _same(out, step, (ht.INITIALIZED, ht.INIT_FAILED))

@@ -53,6 +53,7 @@ from controller.row_handlers.event_rows import EventRows
 from controller.scheduler.clock import Clock
 from statemachines import schemas as s
 from statemachines.columns import in_partitions, in_topics, runtime_int
+from statemachines.compact_rows import CompactRow
 from statemachines.layout import widen
 from statemachines.local_rows import local_frame
 from statemachines.row_state_machines import RowView
@@ -197,17 +198,24 @@ class Committer:
         rows = rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
         return rows.withColumns(batches)
 
-    def driver_step(self, label: str, extra: tuple[str, ...] = ()) -> EventRows | None:
+    def held_rows(self) -> dict[tuple[int, int], CompactRow] | None:
+        """The committed rows, when the event's next step may take the driver path (see
+        ``driver_step``), for a step that must know facts about them to decide."""
+        if self._pending is not None or self.settings.driver_rows <= 0:
+            return None
+        return self.ctx.table.hold(self.settings.driver_rows)
+
+    def driver_step(
+        self, label: str, extra: tuple[str, ...] = (), write_zk: bool = True
+    ) -> EventRows | None:
         """The rows the event's next step reads and writes on the driver, or None when it is
         to run in Spark (``table``): the driver path takes a table of at most
         ``settings.driver_rows`` rows (fetched in one job if the driver does not hold it yet)
         while no step of the event staged Spark rows. The step's calls number their request
         batches past the earlier steps' (as ``table`` does); ``extra`` names the step's
-        counters beyond the controller's."""
-        if self._pending is not None or self.settings.driver_rows <= 0:
-            return None
+        counters beyond the controller's; ``write_zk`` as for ``stage``."""
         if self._driver is None:
-            held = self.ctx.table.hold(self.settings.driver_rows)
+            held = self.held_rows()
             if held is None:
                 return None
             self._driver = EventRows(dict(held))
@@ -216,6 +224,7 @@ class Committer:
         self._driver.batch = _BATCHES_PER_STEP * len(self._labels)
         self._labels.append(label)
         self._counted.update(dict.fromkeys((*self.counters, *extra)))
+        self._write_zk = write_zk
         return self._driver
 
     def width(self) -> int:
@@ -439,10 +448,11 @@ class Committer:
         assert step is not None and ctx.table.driver is not None
         counted = [c for c in self._counted if c in step.counters]
         names = {**self._topic_names, **{t.index: t.name for t in ctx.topics.values()}}
+        write_zk = self._write_zk
         self._drop_pending()
         view = ctx.view()
         diff = RowDiff.of(ctx.table.driver, step.rows)
-        writes = diff.state_writes(names)
+        writes = diff.state_writes(names) if write_zk else []
         if writes and self.store.write_state_rows(writes, ctx.epoch_zk_version):
             log.warning("some partition-state writes failed")
         written = StateWrites(len(diff.changed), sum(w[-1] for w in writes))

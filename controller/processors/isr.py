@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -29,6 +30,7 @@ from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
+from controller.row_handlers import brokers as rb
 from controller.row_handlers import isr as ri
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
@@ -36,6 +38,7 @@ from controller.zk.paths import (
     LOG_DIR_EVENT_NOTIFICATION,
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
+    PartitionStateZNode,
 )
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
@@ -78,6 +81,13 @@ class IsrEvents:
         self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self.isr_watch)
         self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self.log_dir_watch)
 
+    def busy(self) -> bool:
+        """Whether a deletion or a reassignment is in flight: their steps (reassignment
+        completion after an ISR change, failed replica deletions) have no driver path yet."""
+        return bool(
+            self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions()
+        )
+
     # -- §12.4 ---------------------------------------------------------------------------------
     def process_isr_change_notification(self, _: ev.IsrChangeNotification) -> None:
         if not self.is_active():
@@ -104,6 +114,29 @@ class IsrEvents:
         """Reload the leadership of ``keys`` from their state znodes into a new generation."""
         known = sorted((t, p) for t, p in keys if t in self.ctx.topics)
         if not known:
+            return
+        step = None
+        if not self.busy():
+            step = self.committer.driver_step(
+                "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False
+            )
+        if step is not None:
+            # The few znodes read one by one, as Kafka reads them.
+            states = {}
+            paths = [PartitionStateZNode.path(t, p) for t, p in known]
+            for (topic, partition), (path, result) in zip(
+                known, self.zk.get_many(paths), strict=True
+            ):
+                if isinstance(result, NoNodeError):
+                    continue
+                if isinstance(result, Exception):
+                    raise result
+                state = PartitionStateZNode.decode(result[0], path)
+                states[(self.ctx.topics[topic].index, partition)] = (
+                    state.leader, state.leader_epoch, list(state.isr), state.controller_epoch,
+                    result[1].version,
+                )  # fmt: skip
+            ri.with_zk_leadership(step, states)
             return
         selection = local_frame(self.spark, known, f"{s.TOPIC} string, {s.PARTITION} int")
         states = self.store.read_states(self.spark, selection).join(
@@ -184,8 +217,7 @@ class IsrEvents:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader);
         ``answer`` gets the per-partition errors once they are committed."""
         step = None
-        # Reassignment completion follows in the same commit: no driver path for it yet.
-        if not (self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions()):
+        if not self.busy():
             step = self.committer.driver_step("AlterIsrReceived", extra=(hi.ISR_UPDATED,))
         if step is not None:
             ri.alter_isr(step, rows)
@@ -247,6 +279,18 @@ class IsrEvents:
         self.ctx.mark_log_dirs_offline(failed)
         # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
+        step = None if self.busy() else self.committer.driver_step("LogDirEventNotification")
+        if step is not None:
+            c = self.committer
+            unclean = c.unclean_topics()
+            rb.on_broker_failure(
+                step,
+                set(failed),
+                c.row_view(),
+                lambda r: r.topic_index in unclean,
+                self.ctx.deleting,
+            )
+            return
         table = self.brokers.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
         self.committer.stage(table, "LogDirEventNotification", partial=True)
         # onReplicasBecomeOffline: their replica deletions fail with them.

@@ -25,6 +25,7 @@ from controller.handlers.topics import (
     on_new_partition_creation,
 )
 from controller.processors.parts import ControllerParts
+from controller.row_handlers import topics as rt
 from controller.zk.admin_zk_client import read_topic_assignment, read_topic_config
 from controller.zk.fencing import FencedWriter, SetData
 from controller.zk.paths import BROKER_TOPICS, TopicZNode
@@ -97,10 +98,35 @@ class TopicEvents:
         ctx = self.ctx
         children = set(self.zk.get_children(BROKER_TOPICS, watch=self.topics_watch))
         gone = set(ctx.topics) - children
-        table = self.committer.table()
-        if gone:  # removed behind the controller's back: forget them, as Kafka's context does
-            table = table.where(~in_topics(ctx.topic_indices(gone)))
+        if not gone:
+            assignments = self._new_topics(children)
+            if not assignments:
+                return
+            log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
+            step = self.committer.driver_step("TopicChange", (INITIALIZED, INIT_FAILED))
+            if step is not None:
+                rows = rt.assigned_partition_rows(assignments)
+                rt.on_new_partition_creation(step, rows, self.committer.row_view())
+                return
+            table = self.committer.table()
+        else:  # removed behind the controller's back: forget them, as Kafka's context does
+            table = self.committer.table().where(~in_topics(ctx.topic_indices(gone)))
             ctx.remove_topics(gone)
+            assignments = self._new_topics(children)
+            if not assignments:
+                self.committer.stage(table, "TopicChange")
+                return
+            log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
+        rows = assigned_partition_rows(self.spark, assignments, s.width(table))
+        table = on_new_partition_creation(
+            add_partition_rows(table, rows), in_topics(sorted(assignments)), ctx.view()
+        )
+        self.committer.stage(table, "TopicChange", extra=(INITIALIZED, INIT_FAILED))
+
+    def _new_topics(self, children: set[str]) -> dict[int, dict[int, list[int]]]:
+        """Add the topics in ``children`` the context does not know (their assignments, by
+        index), with their configs and ids."""
+        ctx = self.ctx
         assignments: dict[int, dict[int, list[int]]] = {}
         for name in sorted(children - set(ctx.topics)):
             try:
@@ -111,16 +137,7 @@ class TopicEvents:
             entry = ctx.add_topic(name, len(znode.partitions), config, znode.topic_id)
             assignments[entry.index] = {int(p): r for p, r in znode.partitions.items()}
         self.assign_missing_topic_ids(ctx.topic_names(set(assignments)))
-        if not assignments:
-            if gone:
-                self.committer.stage(table, "TopicChange")
-            return
-        log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
-        rows = assigned_partition_rows(self.spark, assignments, s.width(table))
-        table = on_new_partition_creation(
-            add_partition_rows(table, rows), in_topics(sorted(assignments)), ctx.view()
-        )
-        self.committer.stage(table, "TopicChange", extra=(INITIALIZED, INIT_FAILED))
+        return assignments
 
     def process_partition_modifications(self, event: ev.PartitionModifications) -> None:
         if not self.is_active():
@@ -148,6 +165,12 @@ class TopicEvents:
             kept = {p: r for p, r in znode.partitions.items() if int(p) < entry.partitions}
             restored = znode.model_copy(update={"partitions": kept})
             self.zk.set(TopicZNode.path(entry.name), TopicZNode.encode(restored))
+            return
+        step = self.committer.driver_step("PartitionModifications", (INITIALIZED, INIT_FAILED))
+        if step is not None:
+            rows = rt.assigned_partition_rows({entry.index: added})
+            rt.on_new_partition_creation(step, rows, self.committer.row_view())
+            ctx.set_partition_count(entry.name, len(znode.partitions))
             return
         table = self.committer.table()
         rows = assigned_partition_rows(self.spark, {entry.index: added}, s.width(table))

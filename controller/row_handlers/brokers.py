@@ -144,3 +144,16 @@ def on_controlled_shutdown(
     )  # fmt: skip
     step.count(ISR_SHRINKS, shrinks)
     step.count("remaining", [k for k in acting if step.rows[k].leader == broker])
+
+
+def on_controller_failover(
+    step: EventRows, view: RowView, unclean: Unclean, deleting: Collection[int]
+) -> None:
+    """§6.4 step 3 and §5.4 over the rows a new controller loaded: the replicas that are not
+    online go OfflineReplica (ISR removals), then ``triggerOnlinePartitionStateChange``."""
+    shrinks = handle_replica_state_changes(
+        step.rows, sorted(step.rows), lambda _r, b: b not in view.live,
+        ReplicaState.OfflineReplica, step.next_batch(), view.controller_epoch,
+    )  # fmt: skip
+    step.count(ISR_SHRINKS, shrinks)
+    trigger_online_partition_state_change(step, view, unclean, deleting)

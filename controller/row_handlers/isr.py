@@ -10,6 +10,8 @@ from controller.handlers.isr import ALTER_ISR_ERROR, ISR_UPDATED
 from controller.row_handlers.event_rows import EventRows
 from statemachines import schemas as s
 
+# A partition-state znode as read: leader, leader epoch, ISR, controller epoch, zk version.
+ZkLeadership = tuple[int, int, list[int], int, int]
 # (topic_index, partition, sender, leader epoch, new ISR, ISR version): ``ALTER_ISR_SCHEMA``.
 AlterIsrItem = tuple[int, int, int, int, list[int], int]
 
@@ -42,3 +44,19 @@ def alter_isr(step: EventRows, items: Iterable[AlterIsrItem]) -> None:
             updated.append(key)
     step.count(ISR_UPDATED, updated)
     step.keep(ALTER_ISR_ERROR, errors)
+
+
+def with_zk_leadership(step: EventRows, states: dict[tuple[int, int], ZkLeadership]) -> None:
+    """The rows' leadership replaced by what their state znodes hold (``states``), and
+    ``isr_updated`` where one was read (``handlers.isr.with_zk_leadership``)."""
+    read = []
+    for key, (leader, epoch, isr, controller_epoch, version) in sorted(states.items()):
+        row = step.rows.get(key)
+        if row is None:
+            continue
+        step.rows[key] = replace(
+            row, leader=leader, leader_epoch=epoch, isr=tuple(isr),
+            controller_epoch=controller_epoch, zk_version=version,
+        )  # fmt: skip
+        read.append(key)
+    step.count(ISR_UPDATED, read)

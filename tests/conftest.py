@@ -11,6 +11,8 @@ Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs 
 The scenario tier runs on the execution path ``--execution`` names (a test parameter):
 ``driver`` (the default: tables this small are held on the driver, and every event with a driver
 path runs there), ``spark`` (``execution.driver_rows`` 0: every event in Spark) or ``both``.
+Tests marked ``spark_path`` (of the Spark path's own machinery) always run in Spark, and
+``both_paths`` ones compare the paths themselves.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         and not own
     ):
         chosen = metafunc.config.getoption("--execution")
+        if metafunc.definition.get_closest_marker("spark_path") is not None:
+            chosen = "spark"
         metafunc.parametrize(
             "execution", list(PATHS) if chosen == "both" else [chosen], indirect=True
         )

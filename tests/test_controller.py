@@ -177,6 +177,7 @@ def test_queued_alter_isr_requests_coalesce_while_their_partitions_are_disjoint(
     assert _zk_state(c, "t", 0)[2:] == ([2, 3], 1, 1)
 
 
+@pytest.mark.spark_path
 def test_generations_and_the_zookeeper_table_keep_a_bounded_size_estimate(cluster: tuple) -> None:
     c, _ = cluster
     for _ in range(3):
@@ -203,6 +204,7 @@ def _committed_blocks(c: EmulatedCluster) -> tuple[KafkaController, int]:
     return active, checkpointed_rdd_id(active.ctx.committed)
 
 
+@pytest.mark.spark_path
 def test_a_replaced_generation_frees_its_blocks_one_commit_later(
     cluster: tuple, spark: SparkSession
 ) -> None:

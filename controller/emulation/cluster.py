@@ -146,6 +146,9 @@ class EmulatedCluster:
         self.drain()
         broker.zk = self.zookeeper.expire_session(broker.zk, reconnect=True)
         broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
+        # The watches these fired queue their events first: queued from the ZooKeeper
+        # dispatcher and from here at once, the order changed from run to run.
+        self.zookeeper.wait_idle()
         broker.controller.events.put(ev.RegisterBrokerAndReelect())
 
     def controlled_shutdown(self, broker_id: int) -> int:

@@ -44,9 +44,14 @@ class EventRecord:
     commits: int = 0
     requests: dict[str, int] = field(default_factory=dict)
     failed: str | None = None
+    # Where the event's commits ran, in order: "driver" (the plain-Python rules) or "spark".
+    execution: list[str] = field(default_factory=list)
 
-    def add_commit(self, gauges: Gauges, written: StateWrites, requests: dict[str, int]) -> None:
+    def add_commit(
+        self, gauges: Gauges, written: StateWrites, requests: dict[str, int], where: str = "spark"
+    ) -> None:
         """One of the event's commits: its counters add up, its gauges are the latest."""
+        self.execution.append(where)
         for name, value in gauges.counters.items():
             self.counters[name] = self.counters.get(name, 0) + value
         self.gauges = gauges

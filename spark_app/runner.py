@@ -211,6 +211,8 @@ def _record_json(r: EventRecord) -> dict[str, Any]:
         "requests": r.requests,
         "zk_writes": r.zk_writes,
         "commits": r.commits,
+        # "driver", "spark", or both joined by "+" when the event committed on each.
+        "execution": "+".join(dict.fromkeys(r.execution)) or None,
         "counters": r.counters,
         "error": r.failed,
     }

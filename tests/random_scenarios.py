@@ -21,7 +21,8 @@ from spark_app.runner import run
 from spark_app.scenario import scenario_from_data
 
 UNBOUNDED = 1_000_000_000
-_TIMINGS = ("processing_ms", "queue_time_ms")
+# What the paths may differ in: the timings, and where each event ran.
+_PATH_FIELDS = ("processing_ms", "queue_time_ms", "execution")
 
 
 @st.composite
@@ -174,11 +175,14 @@ def play(spark: SparkSession, data: dict[str, Any], out: Path, driver_rows: int)
     run(spark, scenario_from_data({**data, "execution": {"driver_rows": driver_rows}}), out)
 
 
-def compare(spark: SparkSession, data: dict[str, Any], out: Path) -> list[str]:
-    """Play ``data`` on both paths; what differs between their outputs (empty if nothing)."""
+def compare(
+    spark: SparkSession, data: dict[str, Any], out: Path, driver_rows: int = UNBOUNDED
+) -> list[str]:
+    """Play ``data`` on both paths (the driver's with ``driver_rows``); what differs between
+    their outputs (empty if nothing)."""
     spark_out, driver_out = out / "spark", out / "driver"
     play(spark, data, spark_out, 0)
-    play(spark, data, driver_out, UNBOUNDED)
+    play(spark, data, driver_out, driver_rows)
     problems = []
     final = "final_state.json"
     if (spark_out / final).read_bytes() != (driver_out / final).read_bytes():
@@ -201,7 +205,7 @@ def compare(spark: SparkSession, data: dict[str, Any], out: Path) -> list[str]:
 
 def _events(out: Path) -> list[dict[str, Any]]:
     lines = (out / "events.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(x).items() if k not in _TIMINGS} for x in lines]
+    return [{k: v for k, v in json.loads(x).items() if k not in _PATH_FIELDS} for x in lines]
 
 
 def _text(path: Path) -> str:

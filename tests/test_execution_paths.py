@@ -8,6 +8,7 @@ Each example plays a scenario twice (tens of seconds): few run in CI, and
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -48,3 +49,47 @@ def test_every_handler_gives_the_same_outputs_on_both_paths(
     path = Path(__file__).resolve().parent.parent / "configs/scenarios/every-handler.yaml"
     problems = compare(spark, yaml.safe_load(path.read_text()), tmp_path)
     assert not problems, "\n".join(problems)
+
+
+def test_named_events_on_a_larger_table_take_the_driver_path_with_their_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A table larger than ``driver_rows``: events naming few rows (ElectLeaders of listed
+    partitions, AlterIsr, topic creation, partition addition) fetch those rows, run on the
+    driver and join the delta; broad ones run in Spark. The outputs equal the Spark path's."""
+    data = {
+        "name": "named",
+        "config": {"auto.leader.rebalance.enable": False},
+        "emulation": {"catch_up_ms": 1000},
+        "cluster": {
+            "brokers": [{"id": b, "rack": "abc"[b % 3]} for b in (1, 2, 3, 4)],
+            "topics": [{"name": "big", "partitions": 24, "replication_factor": 3}],
+            "controller": 1,
+        },
+        "events": [
+            {"at": "1s", "type": "isr_change", "topic": "big", "partition": 0, "isr": [1]},
+            {"at": "2s", "type": "broker_failure", "brokers": [2]},
+            {"at": "3s", "type": "broker_startup", "brokers": [2]},
+            {"at": "6s", "type": "elect_leaders", "via": "api", "election_type": "preferred",
+             "partitions": [{"topic": "big", "partition": p} for p in range(4)]},
+            {"at": "7s", "type": "create_topic",
+             "topic": {"name": "small", "partitions": 2, "replication_factor": 2}},
+            {"at": "8s", "type": "add_partitions", "topic": "small", "total": 3},
+            {"at": "9s", "type": "create_topic",
+             "topic": {"name": "wide", "partitions": 1, "replication_factor": 4}},
+        ],
+        "until": "20s",
+    }  # fmt: skip
+    problems = compare(spark, data, tmp_path, driver_rows=8)
+    assert not problems, "\n".join(problems)
+    lines = (tmp_path / "driver" / "events.jsonl").read_text().splitlines()
+    where: dict[str, set[str]] = {}
+    for line in lines:
+        event = json.loads(line)
+        where.setdefault(event["type"], set()).add(event["execution"])
+    # The AlterIsr of one partition's ISR change; the catch-up of all of broker 2's is broad.
+    assert where["AlterIsrReceived"] == {"driver", "spark"}
+    assert where["ReplicaLeaderElection"] == {"driver"}
+    assert where["TopicChange"] == {"driver"}
+    assert where["PartitionModifications"] >= {"driver"}
+    assert where["BrokerChange"] == {"spark"}

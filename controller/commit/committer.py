@@ -41,7 +41,7 @@ from controller.commit.pending import RESULTS, PendingRows, fold, unfold
 from controller.commit.requests import RequestCount, request_count
 from controller.commit.row_commit import RowDiff
 from controller.commit.row_commit import error_lines as row_error_lines
-from controller.commit.row_gauges import row_gauges
+from controller.commit.row_gauges import moved_gauges, row_gauges
 from controller.commit.state_change_error_lines import error_lines
 from controller.commit.state_change_log import state_change_lines
 from controller.commit.state_change_store import EventStateChangeLog
@@ -113,6 +113,7 @@ class Committer:
         self.after_commit: list[AfterCommit] = []
         self.record: EventRecord | None = None  # of the event being processed
         self.last_gauges: Gauges | None = None
+        self._gauged_facts: tuple | None = None  # what ``last_gauges`` read besides the rows
         # The event's staged rows and what they need at the commit.
         self._pending: PendingRows | None = None
         self._driver: EventRows | None = None  # the event's rows on the driver path
@@ -206,26 +207,69 @@ class Committer:
         return self.ctx.table.hold(self.settings.driver_rows)
 
     def driver_step(
-        self, label: str, extra: tuple[str, ...] = (), write_zk: bool = True
+        self,
+        label: str,
+        extra: tuple[str, ...] = (),
+        write_zk: bool = True,
+        keys: Collection[tuple[int, int]] | None = None,
     ) -> EventRows | None:
         """The rows the event's next step reads and writes on the driver, or None when it is
-        to run in Spark (``table``): the driver path takes a table of at most
-        ``settings.driver_rows`` rows (fetched in one job if the driver does not hold it yet)
-        while no step of the event staged Spark rows. The step's calls number their request
-        batches past the earlier steps' (as ``table`` does); ``extra`` names the step's
-        counters beyond the controller's; ``write_zk`` as for ``stage``."""
-        if self._driver is None:
+        to run in Spark (``table``). While no step of the event staged Spark rows, the driver
+        path takes a table of at most ``settings.driver_rows`` rows (fetched in one job if the
+        driver does not hold it yet), or, on a larger table, the rows of ``keys`` when they are
+        that few and the gauges can be moved by them (fetched in one job; the commit joins the
+        changed ones to the table's delta). The step's calls number their request batches past
+        the earlier steps' (as ``table`` does); ``extra`` names the step's counters beyond the
+        controller's; ``write_zk`` as for ``stage``."""
+        step = self._driver
+        if step is None:
             held = self.held_rows()
-            if held is None:
+            if held is not None:
+                step = EventRows(dict(held))
+            elif keys is not None and self._scope_fits(keys):
+                step = self._fetch(keys)
+            else:
                 return None
-            self._driver = EventRows(dict(held))
+        elif step.scope is not None and (keys is None or not set(keys) <= set(step.scope)):
+            return None  # a fetched scope serves the steps that name no other rows
+        self._driver = step
         if not self._labels:
             self._topic_names = {t.index: t.name for t in self.ctx.topics.values()}
-        self._driver.batch = _BATCHES_PER_STEP * len(self._labels)
+        step.batch = _BATCHES_PER_STEP * len(self._labels)
         self._labels.append(label)
         self._counted.update(dict.fromkeys((*self.counters, *extra)))
         self._write_zk = write_zk
-        return self._driver
+        return step
+
+    def _facts(self) -> tuple:
+        """What the gauges read besides the rows: brokers and deletions."""
+        deletion = self.ctx.deletion
+        return (
+            self.row_view(),
+            tuple(self.ctx.deleting),
+            tuple(sorted(deletion.topics_with_deletion_started)),
+        )
+
+    def _scope_fits(self, keys: Collection[tuple[int, int]]) -> bool:
+        """Whether the rows of ``keys`` can take the driver path on a table the driver does not
+        hold: few enough, and the last gauges read the same brokers and deletions."""
+        return (
+            self._pending is None
+            and 0 < len(keys) <= self.settings.driver_rows
+            and self.last_gauges is not None
+            and self._gauged_facts == self._facts()
+        )
+
+    def _fetch(self, keys: Collection[tuple[int, int]]) -> EventRows:
+        """The committed rows of ``keys`` (those that exist), in one job."""
+        table = self.ctx.partitions
+        assert table is not None
+        w = s.width(table)
+        key_schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
+        named = local_frame(self.ctx.spark, sorted(keys), key_schema)
+        fetched = (CompactRow.of(r.asDict(), w) for r in self.ctx.store.rows_named(named).collect())
+        rows = {r.key: r for r in fetched}
+        return EventRows(dict(rows), scope=rows)
 
     def width(self) -> int:
         """The width (replica slots) of the rows a step reads."""
@@ -304,7 +348,7 @@ class Committer:
         for dead in (*self._retired, *self.ctx.store.frames()):
             release(dead)
         self._retired = []
-        self.last_gauges = None
+        self.last_gauges, self._gauged_facts = None, None
 
     def _drop_pending(self) -> None:
         self._pending, self._read, self._driver = None, None, None
@@ -435,7 +479,7 @@ class Committer:
         # A reply may still read the generation the event started from: blocks are freed
         # when the event ends (``end``).
         self._retired += [*ctx.store.replaced, diff]
-        self.last_gauges = gauges
+        self.last_gauges, self._gauged_facts = gauges, self._facts()
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)
         return gauges
@@ -445,13 +489,14 @@ class Committer:
         gauges computed on the driver (``row_commit``, ``row_gauges``), then the replies (with
         no committed frame: a driver step's reply reads its own results)."""
         ctx, step, replies = self.ctx, self._driver, self._on_commit
-        assert step is not None and ctx.table.driver is not None
+        before = ctx.table.driver if step is None or step.scope is None else step.scope
+        assert step is not None and before is not None
         counted = [c for c in self._counted if c in step.counters]
         names = {**self._topic_names, **{t.index: t.name for t in ctx.topics.values()}}
         write_zk = self._write_zk
         self._drop_pending()
         view = ctx.view()
-        diff = RowDiff.of(ctx.table.driver, step.rows)
+        diff = RowDiff.of(before, step.rows)
         writes = diff.state_writes(names) if write_zk else []
         if writes and self.store.write_state_rows(writes, ctx.epoch_zk_version):
             log.warning("some partition-state writes failed")
@@ -467,10 +512,8 @@ class Committer:
                 lines += row_error_lines(step.rows, names, self.broker_id, ctx.epoch, alive)
             if lines:
                 self.state_change_log.append(lines, self.clock.now_ms())
-        ctx.table.commit_rows(step.rows)
         deletion = ctx.deletion
-        gauges = row_gauges(
-            step.rows.values(),
+        facts = (
             self.row_view(),
             ctx.deleting,
             deletion.topics_with_deletion_started,
@@ -478,11 +521,20 @@ class Committer:
             len(deletion.topics_ineligible_for_deletion),
             counters,
         )
+        if step.scope is None:
+            ctx.table.commit_rows(step.rows)
+            gauges = row_gauges(step.rows.values(), *facts)
+        else:
+            assert self.last_gauges is not None
+            now = [row for _, row in diff.changed]
+            was = [old for old, _ in diff.changed if old is not None]
+            ctx.table.commit_delta(now, created=len(now) - len(was))
+            gauges = moved_gauges(self.last_gauges, now, was, *facts)
         for after in self.after_commit:
             after(None, gauges.counters)
-        self.last_gauges = gauges
+        self.last_gauges, self._gauged_facts = gauges, self._facts()
         if self.record is not None:
-            self.record.add_commit(gauges, written, requests)
+            self.record.add_commit(gauges, written, requests, "driver")
         for reply in replies:
             reply(None, gauges)
         return gauges

@@ -39,10 +39,12 @@ from controller.commit.gauges import (
     width_used,
 )
 from controller.commit.generations import Generations
+from controller.partition_store.merge import superseded
 from statemachines import schemas as s
 from statemachines.brokers import BrokerView, ClusterView
 from statemachines.columns import any_of
 from statemachines.compact_rows import CompactRow, width_of
+from statemachines.layout import widen
 from statemachines.local_rows import local_frame
 from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import TRAIL
@@ -145,6 +147,27 @@ class GenerationTable:
         self._driver_width = max(self._driver_width, width_of(list(rows.values())))
         self.rows = len(rows)
         self._frame_behind = True
+        self.stamped, self.diff, self.diff_totals, self._gauged = False, None, None, None
+
+    def commit_delta(self, changed: list[CompactRow], created: int) -> None:
+        """The driver path's commit on a table the driver does not hold: the rows an event
+        changed (``created`` of them new) join the delta, with no job (the next read
+        materialises it); a delta past its bound, or new rows wider than the table, make a
+        new base."""
+        table = self.partitions
+        assert table is not None and self.rows is not None
+        w = max(s.width(table), width_of(changed))
+        frame = local_frame(self.spark, [r.compact(w) for r in changed], s.compact_schema(w))
+        self.generation += 1
+        self.rows += created
+        if w > s.width(table):
+            whole = superseded(widen(table, w), frame, KEY)
+            self.store.install(local_checkpoint(whole, eager=False), s.compact_columns(w))
+        else:
+            self.store.extend(frame, frame, len(changed))
+            if not self.store.fits(self.rows):
+                self.store.fold(local_checkpoint(self.store.table, eager=False))
+        self.partitions = self.store.table
         self.stamped, self.diff, self.diff_totals, self._gauged = False, None, None, None
 
     @property

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 
 from controller.commit.gauges import Gauges
 from statemachines.compact_rows import CompactRow
@@ -75,3 +76,36 @@ def row_gauges(
         lagging_followers=n["lagging"],
         counters=dict(counters),
     )
+
+
+def moved_gauges(
+    last: Gauges,
+    now: Iterable[CompactRow],
+    was: Iterable[CompactRow],
+    view: RowView,
+    deleting: Collection[int],
+    started: Collection[int],
+    topics: int,
+    ineligible: int,
+    counters: Mapping[str, int],
+) -> Gauges:
+    """``last`` (over the table before an event, with the same brokers and deletions) moved by
+    the rows the event changed: their gauges as they are ``now`` added, as they ``was`` taken
+    away (every gauge is a sum over rows)."""
+    added = row_gauges(now, view, deleting, started, topics, ineligible, counters)
+    taken = row_gauges(was, view, deleting, started, topics, ineligible, counters)
+    summed = {f: getattr(last, f) + getattr(added, f) - getattr(taken, f) for f in _ROW_SUMS}
+    return replace(added, **summed)
+
+
+# The gauges that are sums over rows (the others are the driver's counts).
+_ROW_SUMS = (
+    "global_partition_count",
+    "offline_partitions_count",
+    "preferred_replica_imbalance_count",
+    "replicas_to_delete_count",
+    "replicas_ineligible_to_delete_count",
+    "under_replicated_partitions",
+    "reassigning_partitions",
+    "lagging_followers",
+)

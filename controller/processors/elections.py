@@ -42,15 +42,15 @@ class ElectionEvents:
             reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
             return
         ctx, c = self.ctx, self.committer
-        step = self.driver_step("ReplicaLeaderElection")
+        keys = None
+        if event.partitions is not None:
+            keys = {
+                (ctx.topics[p.topic].index, p.partition)
+                for p in event.partitions
+                if p.topic in ctx.topics
+            }
+        step = self.driver_step("ReplicaLeaderElection", keys)
         if step is not None:
-            keys = None
-            if event.partitions is not None:
-                keys = {
-                    (ctx.topics[p.topic].index, p.partition)
-                    for p in event.partitions
-                    if p.topic in ctx.topics
-                }
             unclean = c.unclean_topics()
             re_.on_replica_election(
                 step,
@@ -87,12 +87,13 @@ class ElectionEvents:
         c.stage(table, "ReplicaLeaderElection", partial=True)
         reply("NONE")
 
-    def driver_step(self, label: str) -> EventRows | None:
-        """The event's rows on the driver (``Committer.driver_step``) while no deletion or
-        reassignment is in flight (their partitions' elections have no driver path yet)."""
+    def driver_step(self, label: str, keys: set[tuple[int, int]] | None = None) -> EventRows | None:
+        """The event's rows on the driver (``Committer.driver_step``; ``keys``: the only rows
+        it may touch) while no deletion or reassignment is in flight (their partitions'
+        elections have no driver path yet)."""
         if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
             return None
-        return self.committer.driver_step(label)
+        return self.committer.driver_step(label, keys=keys)
 
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
     def schedule_auto_rebalance(self, delay_ms: int = FIRST_AUTO_REBALANCE_DELAY_MS) -> None:

@@ -117,8 +117,9 @@ class IsrEvents:
             return
         step = None
         if not self.busy():
+            named = {(self.ctx.topics[t].index, p) for t, p in known}
             step = self.committer.driver_step(
-                "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False
+                "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False, keys=named
             )
         if step is not None:
             # The few znodes read one by one, as Kafka reads them.
@@ -218,7 +219,10 @@ class IsrEvents:
         ``answer`` gets the per-partition errors once they are committed."""
         step = None
         if not self.busy():
-            step = self.committer.driver_step("AlterIsrReceived", extra=(hi.ISR_UPDATED,))
+            keys = {(r[0], r[1]) for r in rows}
+            step = self.committer.driver_step(
+                "AlterIsrReceived", extra=(hi.ISR_UPDATED,), keys=keys
+            )
         if step is not None:
             ri.alter_isr(step, rows)
             names = {t.index: t.name for t in self.ctx.topics.values()}

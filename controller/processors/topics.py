@@ -103,9 +103,10 @@ class TopicEvents:
             if not assignments:
                 return
             log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
-            step = self.committer.driver_step("TopicChange", (INITIALIZED, INIT_FAILED))
+            rows = rt.assigned_partition_rows(assignments)
+            keys = {r.key for r in rows}  # none is in the table: nothing to fetch
+            step = self.committer.driver_step("TopicChange", (INITIALIZED, INIT_FAILED), keys=keys)
             if step is not None:
-                rows = rt.assigned_partition_rows(assignments)
                 rt.on_new_partition_creation(step, rows, self.committer.row_view())
                 return
             table = self.committer.table()
@@ -166,9 +167,11 @@ class TopicEvents:
             restored = znode.model_copy(update={"partitions": kept})
             self.zk.set(TopicZNode.path(entry.name), TopicZNode.encode(restored))
             return
-        step = self.committer.driver_step("PartitionModifications", (INITIALIZED, INIT_FAILED))
+        rows = rt.assigned_partition_rows({entry.index: added})
+        step = self.committer.driver_step(
+            "PartitionModifications", (INITIALIZED, INIT_FAILED), keys={r.key for r in rows}
+        )
         if step is not None:
-            rows = rt.assigned_partition_rows({entry.index: added})
             rt.on_new_partition_creation(step, rows, self.committer.row_view())
             ctx.set_partition_count(entry.name, len(znode.partitions))
             return

@@ -19,6 +19,9 @@ class EventRows:
     counter the step produces listed (a zero counts: it names the event's counter keys)."""
 
     rows: dict[Key, CompactRow]
+    # The rows as committed, when ``rows`` are some of the table's (a scope the driver fetched):
+    # the commit then joins the changed ones to the table's delta.
+    scope: dict[Key, CompactRow] | None = None
     batch: int = 0
     counters: dict[str, dict[Key, int]] = field(default_factory=dict)
     kept: dict[str, dict[Key, object]] = field(default_factory=dict)

@@ -93,3 +93,34 @@ def test_named_events_on_a_larger_table_take_the_driver_path_with_their_rows(
     assert where["TopicChange"] == {"driver"}
     assert where["PartitionModifications"] >= {"driver"}
     assert where["BrokerChange"] == {"spark"}
+
+
+def test_broker_events_of_few_replicas_on_a_larger_table_take_the_driver_path(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A broker failure, its return and a controlled shutdown on a table larger than
+    ``driver_rows``, each touching fewer rows (sized by the per-broker counts), run on the
+    driver with the rows they may touch; the outputs equal the Spark path's."""
+    data = {
+        "name": "brokers",
+        "config": {"auto.leader.rebalance.enable": False},
+        "emulation": {"catch_up_ms": 1000},
+        "cluster": {
+            "brokers": [{"id": b, "rack": "abc"[b % 3]} for b in range(1, 11)],
+            "topics": [{"name": "big", "partitions": 40, "replication_factor": 2}],
+            "controller": 1,
+        },
+        "events": [
+            {"at": "1s", "type": "broker_failure", "brokers": [3]},
+            {"at": "5s", "type": "broker_startup", "brokers": [3]},
+            {"at": "9s", "type": "controlled_shutdown", "broker": 4},
+            {"at": "12s", "type": "broker_startup", "brokers": [4]},
+        ],
+        "until": "20s",
+    }
+    problems = compare(spark, data, tmp_path, driver_rows=14)
+    assert not problems, "\n".join(problems)
+    lines = (tmp_path / "driver" / "events.jsonl").read_text().splitlines()
+    ran = [(e["type"], e["execution"]) for e in map(json.loads, lines) if e["commits"]]
+    assert ("BrokerChange", "driver") in ran
+    assert ("ControlledShutdown", "driver") in ran

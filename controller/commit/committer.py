@@ -33,6 +33,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from controller.commit.broker_counts import BrokerCounts
 from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.diff import generation_diff, with_previous
 from controller.commit.gauges import Gauges
@@ -68,6 +69,23 @@ AfterCommit = Callable[[DataFrame | None, dict[str, int]], None]
 # An event's reply, sent once its rows are committed: the committed rows (None on the driver
 # path) and the gauges.
 OnCommit = Callable[[DataFrame | None, Gauges], None]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The rows a driver step may touch, on a table the driver does not hold: the rows of
+    ``keys``, or those ``where`` holds for; ``size`` bounds their number from above (known
+    before any job); ``brokers``: those whose state the event changes (the rows hosting them
+    are in the scope, so the gauges of the others are not moved by them)."""
+
+    keys: Collection[tuple[int, int]] | None = None
+    where: Column | None = None
+    size: int = 0
+    brokers: frozenset[int] = frozenset()
+
+    @classmethod
+    def named(cls, keys: Collection[tuple[int, int]]) -> Scope:
+        return cls(keys=keys, size=len(keys))
 
 
 @dataclass(frozen=True)
@@ -113,7 +131,9 @@ class Committer:
         self.after_commit: list[AfterCommit] = []
         self.record: EventRecord | None = None  # of the event being processed
         self.last_gauges: Gauges | None = None
-        self._gauged_facts: tuple | None = None  # what ``last_gauges`` read besides the rows
+        # What ``last_gauges`` read besides the rows (``_facts``).
+        self._gauged_facts: tuple[RowView, tuple[int, ...], tuple[int, ...]] | None = None
+        self._broker_counts: BrokerCounts | None = None  # moved by driver commits
         # The event's staged rows and what they need at the commit.
         self._pending: PendingRows | None = None
         self._driver: EventRows | None = None  # the event's rows on the driver path
@@ -211,27 +231,27 @@ class Committer:
         label: str,
         extra: tuple[str, ...] = (),
         write_zk: bool = True,
-        keys: Collection[tuple[int, int]] | None = None,
+        scope: Scope | None = None,
     ) -> EventRows | None:
         """The rows the event's next step reads and writes on the driver, or None when it is
         to run in Spark (``table``). While no step of the event staged Spark rows, the driver
         path takes a table of at most ``settings.driver_rows`` rows (fetched in one job if the
-        driver does not hold it yet), or, on a larger table, the rows of ``keys`` when they are
-        that few and the gauges can be moved by them (fetched in one job; the commit joins the
-        changed ones to the table's delta). The step's calls number their request batches past
-        the earlier steps' (as ``table`` does); ``extra`` names the step's counters beyond the
-        controller's; ``write_zk`` as for ``stage``."""
+        driver does not hold it yet), or, on a larger table, the rows of ``scope`` when they
+        are that few and the gauges can be moved by them (fetched in one job; the commit joins
+        the changed ones to the table's delta). The step's calls number their request batches
+        past the earlier steps' (as ``table`` does); ``extra`` names the step's counters beyond
+        the controller's; ``write_zk`` as for ``stage``."""
         step = self._driver
         if step is None:
             held = self.held_rows()
             if held is not None:
                 step = EventRows(dict(held))
-            elif keys is not None and self._scope_fits(keys):
-                step = self._fetch(keys)
+            elif scope is not None and self._scope_fits(scope):
+                step = self._fetch(scope)
             else:
                 return None
-        elif step.scope is not None and (keys is None or not set(keys) <= set(step.scope)):
-            return None  # a fetched scope serves the steps that name no other rows
+        elif step.scope is not None and scope is None:
+            return None  # a fetched scope serves the steps that say they need no more
         self._driver = step
         if not self._labels:
             self._topic_names = {t.index: t.name for t in self.ctx.topics.values()}
@@ -241,35 +261,50 @@ class Committer:
         self._write_zk = write_zk
         return step
 
-    def _facts(self) -> tuple:
+    def broker_counts(self) -> BrokerCounts:
+        """Replicas and leaderships per broker (one job unless the driver knows them)."""
+        if self._broker_counts is None:
+            held = self.ctx.table.driver
+            if held is not None:
+                counts = BrokerCounts()
+                counts.move((), held.values())
+                self._broker_counts = counts
+            else:
+                assert self.ctx.partitions is not None
+                self._broker_counts = BrokerCounts.of_table(self.ctx.partitions)
+        return self._broker_counts
+
+    def _facts(self) -> tuple[RowView, tuple[int, ...], tuple[int, ...]]:
         """What the gauges read besides the rows: brokers and deletions."""
-        deletion = self.ctx.deletion
-        return (
-            self.row_view(),
-            tuple(self.ctx.deleting),
-            tuple(sorted(deletion.topics_with_deletion_started)),
-        )
+        started = self.ctx.deletion.topics_with_deletion_started
+        return self.row_view(), tuple(self.ctx.deleting), tuple(sorted(started))
 
-    def _scope_fits(self, keys: Collection[tuple[int, int]]) -> bool:
-        """Whether the rows of ``keys`` can take the driver path on a table the driver does not
-        hold: few enough, and the last gauges read the same brokers and deletions."""
-        return (
-            self._pending is None
-            and 0 < len(keys) <= self.settings.driver_rows
-            and self.last_gauges is not None
-            and self._gauged_facts == self._facts()
-        )
+    def _scope_fits(self, scope: Scope) -> bool:
+        """Whether the rows of ``scope`` can take the driver path on a table the driver does
+        not hold: few enough, and the last gauges can be moved by them (the same deletions,
+        and brokers that changed only among the scope's)."""
+        if self._pending is not None or not 0 < scope.size <= self.settings.driver_rows:
+            return False
+        if self.last_gauges is None or self._gauged_facts is None:
+            return False
+        (was, *deletions), (now, *current) = self._gauged_facts, self._facts()
+        moved = (was.live ^ now.live) | (was.shutting_down ^ now.shutting_down)
+        return deletions == current and moved <= scope.brokers
 
-    def _fetch(self, keys: Collection[tuple[int, int]]) -> EventRows:
-        """The committed rows of ``keys`` (those that exist), in one job."""
+    def _fetch(self, scope: Scope) -> EventRows:
+        """The committed rows of ``scope``, in one job."""
         table = self.ctx.partitions
         assert table is not None
         w = s.width(table)
-        key_schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
-        named = local_frame(self.ctx.spark, sorted(keys), key_schema)
-        fetched = (CompactRow.of(r.asDict(), w) for r in self.ctx.store.rows_named(named).collect())
-        rows = {r.key: r for r in fetched}
-        return EventRows(dict(rows), scope=rows)
+        if scope.keys is not None:
+            key_schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
+            named = local_frame(self.ctx.spark, sorted(scope.keys), key_schema)
+            rows = self.ctx.store.rows_named(named)
+        else:
+            assert scope.where is not None
+            rows = table.where(scope.where)
+        fetched = {r.key: r for r in (CompactRow.of(x.asDict(), w) for x in rows.collect())}
+        return EventRows(dict(fetched), scope=fetched)
 
     def width(self) -> int:
         """The width (replica slots) of the rows a step reads."""
@@ -348,7 +383,7 @@ class Committer:
         for dead in (*self._retired, *self.ctx.store.frames()):
             release(dead)
         self._retired = []
-        self.last_gauges, self._gauged_facts = None, None
+        self.last_gauges, self._gauged_facts, self._broker_counts = None, None, None
 
     def _drop_pending(self) -> None:
         self._pending, self._read, self._driver = None, None, None
@@ -480,6 +515,7 @@ class Committer:
         # when the event ends (``end``).
         self._retired += [*ctx.store.replaced, diff]
         self.last_gauges, self._gauged_facts = gauges, self._facts()
+        self._broker_counts = None  # counted again when next asked for
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)
         return gauges
@@ -521,15 +557,23 @@ class Committer:
             len(deletion.topics_ineligible_for_deletion),
             counters,
         )
+        now = [row for _, row in diff.changed]
+        was = [old for old, _ in diff.changed if old is not None]
+        if self._broker_counts is not None:
+            self._broker_counts.move(was, now)
         if step.scope is None:
             ctx.table.commit_rows(step.rows)
             gauges = row_gauges(step.rows.values(), *facts)
         else:
-            assert self.last_gauges is not None
-            now = [row for _, row in diff.changed]
-            was = [old for old, _ in diff.changed if old is not None]
+            assert self.last_gauges is not None and self._gauged_facts is not None
             ctx.table.commit_delta(now, created=len(now) - len(was))
-            gauges = moved_gauges(self.last_gauges, now, was, *facts)
+            # Every fetched row moves the gauges, changed or not: the brokers the event changed
+            # are hosted by them alone. As they were, they count as the last gauges counted
+            # them, with the view of then.
+            scope = step.scope.values()
+            gauges = moved_gauges(
+                self.last_gauges, step.rows.values(), scope, *facts, self._gauged_facts[0]
+            )
         for after in self.after_commit:
             after(None, gauges.counters)
         self.last_gauges, self._gauged_facts = gauges, self._facts()

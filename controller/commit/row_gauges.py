@@ -88,12 +88,14 @@ def moved_gauges(
     topics: int,
     ineligible: int,
     counters: Mapping[str, int],
+    last_view: RowView,
 ) -> Gauges:
-    """``last`` (over the table before an event, with the same brokers and deletions) moved by
-    the rows the event changed: their gauges as they are ``now`` added, as they ``was`` taken
-    away (every gauge is a sum over rows)."""
+    """``last`` (over the table before an event, with the same deletions, under
+    ``last_view``) moved by the rows the event read: their gauges as they are ``now`` added,
+    as they ``was`` taken away (every gauge is a sum over rows). The brokers that changed since
+    must be hosted by these rows alone."""
     added = row_gauges(now, view, deleting, started, topics, ineligible, counters)
-    taken = row_gauges(was, view, deleting, started, topics, ineligible, counters)
+    taken = row_gauges(was, last_view, deleting, started, topics, ineligible, counters)
     summed = {f: getattr(last, f) + getattr(added, f) - getattr(taken, f) for f in _ROW_SUMS}
     return replace(added, **summed)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from controller.commit.committer import Scope
 from controller.context import LiveBroker
 from controller.events import controller_events as ev
 from controller.handlers import brokers as hb
@@ -20,7 +21,7 @@ from controller.processors.reassignment import ReassignmentEvents
 from controller.row_handlers import brokers as rb
 from controller.row_handlers.event_rows import EventRows
 from controller.zk.kafka_zk_client import get_all_brokers
-from statemachines.brokers import BrokerSet
+from statemachines.brokers import BrokerSet, ClusterView
 
 
 class BrokerEvents:
@@ -58,8 +59,10 @@ class BrokerEvents:
             for b in brokers:
                 ctx.add_live_broker(LiveBroker(b, registered[b].rack, registered[b].epoch))
 
+        scope = self._scope(new, dead, bounced, set(registered))
+
         def startup(brokers: list[int]) -> None:
-            step = self.driver_step("BrokerChange")
+            step = self.driver_step("BrokerChange", scope=scope)
             if step is None:
                 started = self.on_broker_startup(BrokerSet.of(brokers), deleting)
                 stage(started, "BrokerChange", partial=True)
@@ -72,7 +75,7 @@ class BrokerEvents:
             self.reassignments.on_brokers_started(BrokerSet.of(brokers), "BrokerChange")
 
         def failure(brokers: list[int]) -> None:
-            step = self.driver_step("BrokerChange")
+            step = self.driver_step("BrokerChange", scope=scope)
             if step is None:
                 failed = self.on_broker_failure(BrokerSet.of(brokers), deleting)
                 stage(failed, "BrokerChange", partial=True)
@@ -114,7 +117,13 @@ class BrokerEvents:
             return
         self.ctx.mark_shutting_down(event.broker_id)
         deleting = self.ctx.deleting
-        step = self.driver_step("ControlledShutdown", extra=("remaining",))
+        c = self.committer
+        scope = None
+        if c.held_rows() is None and c.last_gauges is not None:
+            where = hb.controlled_shutdown_scope(event.broker_id, c.width())
+            size = c.broker_counts().replicas[event.broker_id]
+            scope = Scope(where=where, size=size, brokers=frozenset({event.broker_id}))
+        step = self.driver_step("ControlledShutdown", extra=("remaining",), scope=scope)
         if step is not None:
             view = self.committer.row_view()
             rb.on_controlled_shutdown(step, event.broker_id, view, deleting)
@@ -128,12 +137,44 @@ class BrokerEvents:
             lambda _, gauges: reply("NONE", gauges.counters.get("remaining", 0))
         )
 
-    def driver_step(self, label: str, extra: tuple[str, ...] = ()) -> EventRows | None:
+    def driver_step(
+        self, label: str, extra: tuple[str, ...] = (), scope: Scope | None = None
+    ) -> EventRows | None:
         """The event's rows on the driver (``Committer.driver_step``) while no deletion or
         reassignment is in flight: the steps for those have no driver path yet."""
         if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
             return None
-        return self.committer.driver_step(label, extra)
+        return self.committer.driver_step(label, extra, scope=scope)
+
+    def _scope(
+        self, new: list[int], dead: list[int], bounced: list[int], registered: set[int]
+    ) -> Scope | None:
+        """The rows a BrokerChange may touch, with an upper bound of their number from the
+        per-broker counts and the gauges (None when the driver holds the table, or on an
+        unknown one): replicas of the brokers that come, go or bounce, partitions to elect,
+        and those whose leader is not online once the event is over."""
+        c, ctx = self.committer, self.ctx
+        moved = {*new, *dead, *bounced}
+        busy = ctx.deletion.topics_to_be_deleted or c.reassigning_partitions()
+        if not moved or busy or c.last_gauges is None or ctx.rows is None:
+            return None
+        if c.held_rows() is not None:
+            return None
+        shutting_down = ctx.shutting_down - set(dead) - set(bounced)
+        offline_dirs = ctx.offline_dir_brokers - set(new) - set(bounced)
+        view = ClusterView(
+            live=BrokerSet.of(registered - shutting_down - offline_dirs),
+            shutting_down=BrokerSet.of(shutting_down & registered - offline_dirs),
+            controller_epoch=ctx.epoch,
+        )
+        w, counts, gauges = c.width(), c.broker_counts(), c.last_gauges
+        where = hb.broker_startup_scope(BrokerSet.of([*new, *bounced]), w)
+        size = sum(counts.replicas[b] for b in moved) + gauges.offline_partitions_count
+        size += ctx.rows - gauges.global_partition_count  # new partitions: no state znode yet
+        if dead or bounced:
+            where = where | hb.broker_failure_scope(BrokerSet.of([*dead, *bounced]), view, w)
+            size += sum(counts.leaders[b] for b in (shutting_down | offline_dirs))
+        return Scope(where=where, size=size, brokers=frozenset(moved))
 
     def on_broker_failure(self, dead: BrokerSet, deleting: list[int]) -> DataFrame:
         """``handlers.brokers.on_broker_failure`` over the rows it may touch (stage it with

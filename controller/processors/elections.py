@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from controller.commit.committer import Scope
 from controller.events import controller_events as ev
 from controller.handlers import election as he
 from controller.processors.parts import ControllerParts
@@ -93,7 +94,7 @@ class ElectionEvents:
         elections have no driver path yet)."""
         if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
             return None
-        return self.committer.driver_step(label, keys=keys)
+        return self.committer.driver_step(label, scope=None if keys is None else Scope.named(keys))
 
     # -- auto leader rebalance (spec §11.2) -------------------------------------------------------
     def schedule_auto_rebalance(self, delay_ms: int = FIRST_AUTO_REBALANCE_DELAY_MS) -> None:

@@ -21,6 +21,7 @@ from kazoo.exceptions import NoNodeError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from controller.commit.committer import Scope
 from controller.commit.gauges import Gauges
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
@@ -119,7 +120,10 @@ class IsrEvents:
         if not self.busy():
             named = {(self.ctx.topics[t].index, p) for t, p in known}
             step = self.committer.driver_step(
-                "IsrChangeNotification", extra=(hi.ISR_UPDATED,), write_zk=False, keys=named
+                "IsrChangeNotification",
+                extra=(hi.ISR_UPDATED,),
+                write_zk=False,
+                scope=Scope.named(named),
             )
         if step is not None:
             # The few znodes read one by one, as Kafka reads them.
@@ -221,7 +225,7 @@ class IsrEvents:
         if not self.busy():
             keys = {(r[0], r[1]) for r in rows}
             step = self.committer.driver_step(
-                "AlterIsrReceived", extra=(hi.ISR_UPDATED,), keys=keys
+                "AlterIsrReceived", extra=(hi.ISR_UPDATED,), scope=Scope.named(keys)
             )
         if step is not None:
             ri.alter_isr(step, rows)

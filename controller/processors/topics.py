@@ -16,6 +16,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 from pyspark.sql import functions as F
 
+from controller.commit.committer import Scope
 from controller.events import controller_events as ev
 from controller.handlers.topics import (
     INIT_FAILED,
@@ -105,7 +106,9 @@ class TopicEvents:
             log.info("[Controller id=%d] New topics: %s", self.broker_id, sorted(assignments))
             rows = rt.assigned_partition_rows(assignments)
             keys = {r.key for r in rows}  # none is in the table: nothing to fetch
-            step = self.committer.driver_step("TopicChange", (INITIALIZED, INIT_FAILED), keys=keys)
+            step = self.committer.driver_step(
+                "TopicChange", (INITIALIZED, INIT_FAILED), scope=Scope.named(keys)
+            )
             if step is not None:
                 rt.on_new_partition_creation(step, rows, self.committer.row_view())
                 return
@@ -169,7 +172,9 @@ class TopicEvents:
             return
         rows = rt.assigned_partition_rows({entry.index: added})
         step = self.committer.driver_step(
-            "PartitionModifications", (INITIALIZED, INIT_FAILED), keys={r.key for r in rows}
+            "PartitionModifications",
+            (INITIALIZED, INIT_FAILED),
+            scope=Scope.named({r.key for r in rows}),
         )
         if step is not None:
             rt.on_new_partition_creation(step, rows, self.committer.row_view())

@@ -73,6 +73,7 @@ from controller.partition_store import STATE_COLUMNS, EmulatedEnsemble, bootstra
 from controller.records import ControllerSettings, EventRecord
 from controller.zk.paths import CONTROLLER_EPOCH
 from controller.zk.protocol import ZkClient
+from spark_app.scenario.model import DEFAULT_DRIVER_ROWS
 from spark_app.session import environment, get_spark, parse_sizes
 from statemachines import schemas as s
 from statemachines.election_kinds import ElectionTrigger, ElectionType
@@ -291,7 +292,7 @@ class Bench:
         return written
 
 
-def setup(spark: SparkSession, n: int) -> tuple[Bench, dict[str, float]]:
+def setup(spark: SparkSession, n: int, driver_rows: int = 0) -> tuple[Bench, dict[str, float]]:
     """Generate, bootstrap (bulk), register 100 brokers, elect broker 0 and load the context."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -309,7 +310,7 @@ def setup(spark: SparkSession, n: int) -> tuple[Bench, dict[str, float]]:
 
     records: list[EventRecord] = []
     # The bench triggers every rebalance pass itself: a scheduled one would land inside others.
-    settings = ControllerSettings(auto_leader_rebalance_enable=False)
+    settings = ControllerSettings(auto_leader_rebalance_enable=False, driver_rows=driver_rows)
     # Followers rejoin ISRs when the bench says so (``rejoin_isr``): an emulation that lets them
     # catch up by itself would do it inside the timed steps.
     fields = getattr(EmulatedCluster, "__dataclass_fields__", {})
@@ -453,6 +454,9 @@ def lineage(bench: Bench, events: int) -> dict[str, Any]:
         "first_processing_s": statistics.median(processing[:window]),
         "last_processing_s": statistics.median(processing[-window:]),
         "ratio": last / first,
+        # Per kind: ElectLeaders of one partition, and one broker's crash or return.
+        "elect_one_processing_s": statistics.median(processing[0::2]),
+        "one_broker_processing_s": statistics.median(processing[1::2] or [0.0]),
         "met": last <= LINEAGE_LIMIT * first,
         "wall_s": wall,
         "processing_s": processing,
@@ -461,7 +465,9 @@ def lineage(bench: Bench, events: int) -> dict[str, Any]:
     }
     print(
         f"[{bench.n:.0e}] lineage: {events} events, median of first {window} {first:.3f}s, "
-        f"last {window} {last:.3f}s (x{last / first:.2f})"
+        f"last {window} {last:.3f}s (x{last / first:.2f}); processing, median: ElectLeaders "
+        f"of one partition {result['elect_one_processing_s']:.3f}s, one broker's crash or "
+        f"return {result['one_broker_processing_s']:.3f}s"
         + (f", FAILED {errors[:3]}" if errors else "")
     )
     return result
@@ -553,8 +559,9 @@ def bench_size(
     isr_changes: int,
     alter_isr_changes: int,
     bursts_only: bool = False,
+    driver_rows: int = 0,
 ) -> dict[str, Any]:
-    bench, timings = setup(spark, n)
+    bench, timings = setup(spark, n, driver_rows)
     print(
         f"[{n:.0e}] setup {timings['setup_s']:.1f}s (generate + bootstrap "
         f"{timings['bootstrap_s']:.1f}s, brokers {timings['brokers_s']:.1f}s, first election "
@@ -758,6 +765,12 @@ def main(argv: list[str] | None = None) -> int:
         help="one broker failure and return, then the ISR bursts (no other steps)",
     )
     parser.add_argument(
+        "--driver-rows",
+        type=int,
+        default=DEFAULT_DRIVER_ROWS,
+        help="execution.driver_rows of the controllers (0: every event in Spark)",
+    )
+    parser.add_argument(
         "--driver-memory",
         default="auto",
         help="JVM heap, where the cached tables live (auto: 8g, 16g when 1e7 is among the sizes)",
@@ -796,6 +809,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.isr_changes,
                 args.alter_isr_changes,
                 args.bursts_only,
+                args.driver_rows,
             )
         )
     load_end = os.getloadavg()
@@ -828,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeat": args.repeat,
             "lineage_events": args.lineage_events,
             "bursts_only": args.bursts_only,
+            "driver_rows": args.driver_rows,
             "lineage_size": lineage_size,
             "brokers": BROKERS,
             "racks": RACKS,

@@ -36,13 +36,11 @@ from pyspark.sql import functions as F
 from controller.commit.broker_counts import BrokerCounts
 from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.diff import generation_diff, with_previous
+from controller.commit.driver_path import DriverCommit, DriverPath, Scope
 from controller.commit.gauges import Gauges
 from controller.commit.generation_commits import DiffTotals
 from controller.commit.pending import RESULTS, PendingRows, fold, unfold
 from controller.commit.requests import RequestCount, request_count
-from controller.commit.row_commit import RowDiff
-from controller.commit.row_commit import error_lines as row_error_lines
-from controller.commit.row_gauges import moved_gauges, row_gauges
 from controller.commit.state_change_error_lines import error_lines
 from controller.commit.state_change_log import state_change_lines
 from controller.commit.state_change_store import EventStateChangeLog
@@ -69,23 +67,6 @@ AfterCommit = Callable[[DataFrame | None, dict[str, int]], None]
 # An event's reply, sent once its rows are committed: the committed rows (None on the driver
 # path) and the gauges.
 OnCommit = Callable[[DataFrame | None, Gauges], None]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The rows a driver step may touch, on a table the driver does not hold: the rows of
-    ``keys``, or those ``where`` holds for; ``size`` bounds their number from above (known
-    before any job); ``brokers``: those whose state the event changes (the rows hosting them
-    are in the scope, so the gauges of the others are not moved by them)."""
-
-    keys: Collection[tuple[int, int]] | None = None
-    where: Column | None = None
-    size: int = 0
-    brokers: frozenset[int] = frozenset()
-
-    @classmethod
-    def named(cls, keys: Collection[tuple[int, int]]) -> Scope:
-        return cls(keys=keys, size=len(keys))
 
 
 @dataclass(frozen=True)
@@ -130,10 +111,8 @@ class Committer:
         self.state_change_log = state_change_log
         self.after_commit: list[AfterCommit] = []
         self.record: EventRecord | None = None  # of the event being processed
-        self.last_gauges: Gauges | None = None
-        # What ``last_gauges`` read besides the rows (``_facts``).
-        self._gauged_facts: tuple[RowView, tuple[int, ...], tuple[int, ...]] | None = None
-        self._broker_counts: BrokerCounts | None = None  # moved by driver commits
+        # The driver path: its rows and commits, and the last gauges of either path.
+        self.driver = DriverPath(ctx, store, broker_id, settings.driver_rows, state_change_log)
         # The event's staged rows and what they need at the commit.
         self._pending: PendingRows | None = None
         self._driver: EventRows | None = None  # the event's rows on the driver path
@@ -219,12 +198,16 @@ class Committer:
         rows = rows.unionByName(widen(added, s.width(rows)), allowMissingColumns=True)
         return rows.withColumns(batches)
 
+    @property
+    def last_gauges(self) -> Gauges | None:
+        """The gauges of the last commit, of either path."""
+        return self.driver.last_gauges
+
     def held_rows(self) -> dict[tuple[int, int], CompactRow] | None:
-        """The committed rows, when the event's next step may take the driver path (see
-        ``driver_step``), for a step that must know facts about them to decide."""
-        if self._pending is not None or self.settings.driver_rows <= 0:
-            return None
-        return self.ctx.table.hold(self.settings.driver_rows)
+        """The committed rows, when the driver holds them (or fetches them: at most
+        ``settings.driver_rows``) and the event's next step may take the driver path, for a
+        step that must know facts about them to decide."""
+        return None if self._pending is not None else self.driver.held()
 
     def driver_step(
         self,
@@ -235,20 +218,14 @@ class Committer:
     ) -> EventRows | None:
         """The rows the event's next step reads and writes on the driver, or None when it is
         to run in Spark (``table``). While no step of the event staged Spark rows, the driver
-        path takes a table of at most ``settings.driver_rows`` rows (fetched in one job if the
-        driver does not hold it yet), or, on a larger table, the rows of ``scope`` when they
-        are that few and the gauges can be moved by them (fetched in one job; the commit joins
-        the changed ones to the table's delta). The step's calls number their request batches
+        path takes a table of at most ``settings.driver_rows`` rows, or the rows of ``scope``
+        on a larger table (``DriverPath.rows``). The step's calls number their request batches
         past the earlier steps' (as ``table`` does); ``extra`` names the step's counters beyond
         the controller's; ``write_zk`` as for ``stage``."""
         step = self._driver
         if step is None:
-            held = self.held_rows()
-            if held is not None:
-                step = EventRows(dict(held))
-            elif scope is not None and self._scope_fits(scope):
-                step = self._fetch(scope)
-            else:
+            step = None if self._pending is not None else self.driver.rows(scope)
+            if step is None:
                 return None
         elif step.scope is not None and scope is None:
             return None  # a fetched scope serves the steps that say they need no more
@@ -261,50 +238,11 @@ class Committer:
         self._write_zk = write_zk
         return step
 
-    def broker_counts(self) -> BrokerCounts:
-        """Replicas and leaderships per broker (one job unless the driver knows them)."""
-        if self._broker_counts is None:
-            held = self.ctx.table.driver
-            if held is not None:
-                counts = BrokerCounts()
-                counts.move((), held.values())
-                self._broker_counts = counts
-            else:
-                assert self.ctx.partitions is not None
-                self._broker_counts = BrokerCounts.of_table(self.ctx.partitions)
-        return self._broker_counts
-
-    def _facts(self) -> tuple[RowView, tuple[int, ...], tuple[int, ...]]:
-        """What the gauges read besides the rows: brokers and deletions."""
-        started = self.ctx.deletion.topics_with_deletion_started
-        return self.row_view(), tuple(self.ctx.deleting), tuple(sorted(started))
-
-    def _scope_fits(self, scope: Scope) -> bool:
-        """Whether the rows of ``scope`` can take the driver path on a table the driver does
-        not hold: few enough, and the last gauges can be moved by them (the same deletions,
-        and brokers that changed only among the scope's)."""
-        if self._pending is not None or not 0 < scope.size <= self.settings.driver_rows:
-            return False
-        if self.last_gauges is None or self._gauged_facts is None:
-            return False
-        (was, *deletions), (now, *current) = self._gauged_facts, self._facts()
-        moved = (was.live ^ now.live) | (was.shutting_down ^ now.shutting_down)
-        return deletions == current and moved <= scope.brokers
-
-    def _fetch(self, scope: Scope) -> EventRows:
-        """The committed rows of ``scope``, in one job."""
-        table = self.ctx.partitions
-        assert table is not None
-        w = s.width(table)
-        if scope.keys is not None:
-            key_schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
-            named = local_frame(self.ctx.spark, sorted(scope.keys), key_schema)
-            rows = self.ctx.store.rows_named(named)
-        else:
-            assert scope.where is not None
-            rows = table.where(scope.where)
-        fetched = {r.key: r for r in (CompactRow.of(x.asDict(), w) for x in rows.collect())}
-        return EventRows(dict(fetched), scope=fetched)
+    def broker_counts(self, brokers: int) -> BrokerCounts | None:
+        """Replicas and leaderships per broker (``DriverPath.broker_counts``), for an event
+        of ``brokers`` brokers that may take the driver path (None when it cannot:
+        ``DriverPath.may_fit``)."""
+        return self.driver.broker_counts() if self.driver.may_fit(brokers) else None
 
     def width(self) -> int:
         """The width (replica slots) of the rows a step reads."""
@@ -327,8 +265,7 @@ class Committer:
 
     def row_view(self) -> RowView:
         """The context's view of the brokers, as the driver path's rules read it."""
-        view = self.ctx.view()
-        return RowView(view.live.ids, view.shutting_down.ids, view.controller_epoch)
+        return self.driver.view()
 
     def reassigning_partitions(self) -> int:
         """Partitions with a reassignment in flight, as of the last commit."""
@@ -383,7 +320,7 @@ class Committer:
         for dead in (*self._retired, *self.ctx.store.frames()):
             release(dead)
         self._retired = []
-        self.last_gauges, self._gauged_facts, self._broker_counts = None, None, None
+        self.driver.reset()
 
     def _drop_pending(self) -> None:
         self._pending, self._read, self._driver = None, None, None
@@ -514,74 +451,29 @@ class Committer:
         # A reply may still read the generation the event started from: blocks are freed
         # when the event ends (``end``).
         self._retired += [*ctx.store.replaced, diff]
-        self.last_gauges, self._gauged_facts = gauges, self._facts()
-        self._broker_counts = None  # counted again when next asked for
+        self.driver.spark_committed(gauges)
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)
         return gauges
 
     def _commit_driver(self) -> Gauges:
-        """Commit the driver path's rows (``driver_step``): its writes, requests, lines and
-        gauges computed on the driver (``row_commit``, ``row_gauges``), then the replies (with
-        no committed frame: a driver step's reply reads its own results)."""
-        ctx, step, replies = self.ctx, self._driver, self._on_commit
-        before = ctx.table.driver if step is None or step.scope is None else step.scope
-        assert step is not None and before is not None
-        counted = [c for c in self._counted if c in step.counters]
-        names = {**self._topic_names, **{t.index: t.name for t in ctx.topics.values()}}
-        write_zk = self._write_zk
+        """Commit the driver path's rows (``DriverPath.commit``), then the post-commit steps
+        and the replies (with no committed frame: a driver step's reply reads its own
+        results)."""
+        step, replies = self._driver, self._on_commit
+        assert step is not None
+        counters = {c: sum(step.counters[c].values()) for c in self._counted if c in step.counters}
+        names = {**self._topic_names, **{t.index: t.name for t in self.ctx.topics.values()}}
+        event = DriverCommit(counters, names, self._write_zk, self.clock.now_ms())
         self._drop_pending()
-        view = ctx.view()
-        diff = RowDiff.of(before, step.rows)
-        writes = diff.state_writes(names) if write_zk else []
-        if writes and self.store.write_state_rows(writes, ctx.epoch_zk_version):
-            log.warning("some partition-state writes failed")
-        written = StateWrites(len(diff.changed), sum(w[-1] for w in writes))
-        requests = diff.requests(view.live_or_shutting_down.ids, ctx.deleting)
-        counters = {c: sum(step.counters[c].values()) for c in counted}
-        if step.batch > 0:  # a state machine ran: its refused transitions are counted
-            counters[ERRORS] = sum(len(r.errors) for r in step.rows.values())
-        if self.state_change_log is not None:
-            lines = diff.lines(names, self.broker_id, ctx.epoch)
-            if counters.get(ERRORS):
-                alive = ctx.live_broker_ids.ids
-                lines += row_error_lines(step.rows, names, self.broker_id, ctx.epoch, alive)
-            if lines:
-                self.state_change_log.append(lines, self.clock.now_ms())
-        deletion = ctx.deletion
-        facts = (
-            self.row_view(),
-            ctx.deleting,
-            deletion.topics_with_deletion_started,
-            len(ctx.topics),
-            len(deletion.topics_ineligible_for_deletion),
-            counters,
-        )
-        now = [row for _, row in diff.changed]
-        was = [old for old, _ in diff.changed if old is not None]
-        if self._broker_counts is not None:
-            self._broker_counts.move(was, now)
-        if step.scope is None:
-            ctx.table.commit_rows(step.rows)
-            gauges = row_gauges(step.rows.values(), *facts)
-        else:
-            assert self.last_gauges is not None and self._gauged_facts is not None
-            ctx.table.commit_delta(now, created=len(now) - len(was))
-            # Every fetched row moves the gauges, changed or not: the brokers the event changed
-            # are hosted by them alone. As they were, they count as the last gauges counted
-            # them, with the view of then.
-            scope = step.scope.values()
-            gauges = moved_gauges(
-                self.last_gauges, step.rows.values(), scope, *facts, self._gauged_facts[0]
-            )
+        out = self.driver.commit(step, event)
         for after in self.after_commit:
-            after(None, gauges.counters)
-        self.last_gauges, self._gauged_facts = gauges, self._facts()
+            after(None, out.gauges.counters)
         if self.record is not None:
-            self.record.add_commit(gauges, written, requests, "driver")
+            self.record.add_commit(out.gauges, out.written, out.requests, "driver")
         for reply in replies:
-            reply(None, gauges)
-        return gauges
+            reply(None, out.gauges)
+        return out.gauges
 
 
 def event_totals(

@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from controller.commit.committer import Scope
+from controller.commit.driver_path import Scope
 from controller.context import LiveBroker
 from controller.events import controller_events as ev
 from controller.handlers import brokers as hb
@@ -43,7 +43,7 @@ class BrokerEvents:
     def process_broker_change(self, _: ev.BrokerChange) -> None:
         if not self.is_active():
             return
-        ctx, stage = self.ctx, self.committer.stage
+        ctx = self.ctx
         registered = get_all_brokers(self.zk, watch=self.broker_watch)
         known = ctx.live_brokers
         new = sorted(set(registered) - set(known))
@@ -62,29 +62,11 @@ class BrokerEvents:
         scope = self._scope(new, dead, bounced, set(registered))
 
         def startup(brokers: list[int]) -> None:
-            step = self.driver_step("BrokerChange", scope=scope)
-            if step is None:
-                started = self.on_broker_startup(BrokerSet.of(brokers), deleting)
-                stage(started, "BrokerChange", partial=True)
-            else:
-                c = self.committer
-                unclean = c.unclean_topics()
-                rb.on_broker_startup(
-                    step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting
-                )
+            self.run_phase("BrokerChange", brokers, False, deleting, scope)
             self.reassignments.on_brokers_started(BrokerSet.of(brokers), "BrokerChange")
 
         def failure(brokers: list[int]) -> None:
-            step = self.driver_step("BrokerChange", scope=scope)
-            if step is None:
-                failed = self.on_broker_failure(BrokerSet.of(brokers), deleting)
-                stage(failed, "BrokerChange", partial=True)
-            else:
-                c = self.committer
-                unclean = c.unclean_topics()
-                rb.on_broker_failure(
-                    step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting
-                )
+            self.run_phase("BrokerChange", brokers, True, deleting, scope)
             # onReplicasBecomeOffline: the replicas' deletions failed with them.
             self.deletion.on_replicas_offline(BrokerSet.of(brokers), "BrokerChange")
 
@@ -119,9 +101,10 @@ class BrokerEvents:
         deleting = self.ctx.deleting
         c = self.committer
         scope = None
-        if c.held_rows() is None and c.last_gauges is not None:
+        counts = c.broker_counts(1) if c.held_rows() is None and c.last_gauges else None
+        if counts is not None:
             where = hb.controlled_shutdown_scope(event.broker_id, c.width())
-            size = c.broker_counts().replicas[event.broker_id]
+            size = counts.replicas[event.broker_id]
             scope = Scope(where=where, size=size, brokers=frozenset({event.broker_id}))
         step = self.driver_step("ControlledShutdown", extra=("remaining",), scope=scope)
         if step is not None:
@@ -136,6 +119,26 @@ class BrokerEvents:
         self.committer.on_commit(
             lambda _, gauges: reply("NONE", gauges.counters.get("remaining", 0))
         )
+
+    def run_phase(
+        self,
+        label: str,
+        brokers: list[int],
+        failing: bool,
+        deleting: list[int],
+        scope: Scope | None = None,
+    ) -> None:
+        """The brokers' failure (``failing``) or startup as a step of the event: on the driver
+        when it may take the driver path, else staged in Spark."""
+        step = self.driver_step(label, scope=scope)
+        if step is None:
+            run = self.on_broker_failure if failing else self.on_broker_startup
+            self.committer.stage(run(BrokerSet.of(brokers), deleting), label, partial=True)
+            return
+        c = self.committer
+        unclean = c.unclean_topics()
+        rule = rb.on_broker_failure if failing else rb.on_broker_startup
+        rule(step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting)
 
     def driver_step(
         self, label: str, extra: tuple[str, ...] = (), scope: Scope | None = None
@@ -167,7 +170,10 @@ class BrokerEvents:
             shutting_down=BrokerSet.of(shutting_down & registered - offline_dirs),
             controller_epoch=ctx.epoch,
         )
-        w, counts, gauges = c.width(), c.broker_counts(), c.last_gauges
+        counts, gauges = c.broker_counts(len(moved)), c.last_gauges
+        if counts is None:
+            return None
+        w = c.width()
         where = hb.broker_startup_scope(BrokerSet.of([*new, *bounced]), w)
         size = sum(counts.replicas[b] for b in moved) + gauges.offline_partitions_count
         size += ctx.rows - gauges.global_partition_count  # new partitions: no state znode yet

@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Scope
+from controller.commit.driver_path import Scope
 from controller.events import controller_events as ev
 from controller.handlers import election as he
 from controller.processors.parts import ControllerParts

@@ -21,7 +21,7 @@ from kazoo.exceptions import NoNodeError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Scope
+from controller.commit.driver_path import Scope
 from controller.commit.gauges import Gauges
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
@@ -31,7 +31,6 @@ from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.parts import ControllerParts
 from controller.processors.reassignment import ReassignmentEvents
-from controller.row_handlers import brokers as rb
 from controller.row_handlers import isr as ri
 from controller.zk.kafka_zk_client import fenced_delete
 from controller.zk.paths import (
@@ -287,19 +286,6 @@ class IsrEvents:
         self.ctx.mark_log_dirs_offline(failed)
         # The broker answers LeaderAndIsr with KAFKA_STORAGE_ERROR for each of its replicas, and
         # onReplicasBecomeOffline follows: elections where they led, ISR removal elsewhere.
-        step = None if self.busy() else self.committer.driver_step("LogDirEventNotification")
-        if step is not None:
-            c = self.committer
-            unclean = c.unclean_topics()
-            rb.on_broker_failure(
-                step,
-                set(failed),
-                c.row_view(),
-                lambda r: r.topic_index in unclean,
-                self.ctx.deleting,
-            )
-            return
-        table = self.brokers.on_broker_failure(BrokerSet.of(failed), self.ctx.deleting)
-        self.committer.stage(table, "LogDirEventNotification", partial=True)
+        self.brokers.run_phase("LogDirEventNotification", failed, True, self.ctx.deleting)
         # onReplicasBecomeOffline: their replica deletions fail with them.
         self.deletion.on_replicas_offline(BrokerSet.of(failed), "LogDirEventNotification")

@@ -16,7 +16,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 from pyspark.sql import functions as F
 
-from controller.commit.committer import Scope
+from controller.commit.driver_path import Scope
 from controller.events import controller_events as ev
 from controller.handlers.topics import (
     INIT_FAILED,

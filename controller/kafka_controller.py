@@ -286,10 +286,7 @@ class KafkaController:
             # Nothing to resume: the failover's one step runs on the driver.
             step = c.driver_step("failover")
             assert step is not None
-            unclean = c.unclean_topics()
-            rb.on_controller_failover(
-                step, c.row_view(), lambda r: r.topic_index in unclean, ctx.deleting
-            )
+            rb.on_controller_failover(step, c.row_view(), c.unclean_rule(), ctx.deleting)
             self.reassignments.register_reassignment_watch()
             self.elections.schedule_auto_rebalance()
             return

@@ -259,6 +259,17 @@ class Committer:
         enabled = {n for n, t in self.ctx.topics.items() if t.config.get(key, default) == "true"}
         return set(self.ctx.topic_indices(enabled))
 
+    def unclean_rule(self) -> Callable[[CompactRow], bool]:
+        """``unclean_topics`` as the driver path's rules read it: per row."""
+        enabled = self.unclean_topics()
+        return lambda row: row.topic_index in enabled
+
+    def admin_work_in_flight(self) -> bool:
+        """A topic deletion or a reassignment is in flight: their steps (failed replica
+        deletions, a reassignment's completion or restart) have no driver path yet, so the
+        events that may run them stay in Spark."""
+        return bool(self.ctx.deletion.topics_to_be_deleted or self.reassigning_partitions())
+
     def unclean_column(self) -> Column:
         """Per-row effective unclean.leader.election.enable: topic config over broker default."""
         return in_topics(sorted(self.unclean_topics()))

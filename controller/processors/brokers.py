@@ -136,16 +136,15 @@ class BrokerEvents:
             self.committer.stage(run(BrokerSet.of(brokers), deleting), label, partial=True)
             return
         c = self.committer
-        unclean = c.unclean_topics()
         rule = rb.on_broker_failure if failing else rb.on_broker_startup
-        rule(step, set(brokers), c.row_view(), lambda r: r.topic_index in unclean, deleting)
+        rule(step, set(brokers), c.row_view(), c.unclean_rule(), deleting)
 
     def driver_step(
         self, label: str, extra: tuple[str, ...] = (), scope: Scope | None = None
     ) -> EventRows | None:
         """The event's rows on the driver (``Committer.driver_step``) while no deletion or
         reassignment is in flight: the steps for those have no driver path yet."""
-        if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
+        if self.committer.admin_work_in_flight():
             return None
         return self.committer.driver_step(label, extra, scope=scope)
 
@@ -158,8 +157,7 @@ class BrokerEvents:
         and those whose leader is not online once the event is over."""
         c, ctx = self.committer, self.ctx
         moved = {*new, *dead, *bounced}
-        busy = ctx.deletion.topics_to_be_deleted or c.reassigning_partitions()
-        if not moved or busy or c.last_gauges is None or ctx.rows is None:
+        if not moved or c.admin_work_in_flight() or c.last_gauges is None or ctx.rows is None:
             return None
         if c.held_rows() is not None:
             return None

@@ -52,7 +52,6 @@ class ElectionEvents:
             }
         step = self.driver_step("ReplicaLeaderElection", keys)
         if step is not None:
-            unclean = c.unclean_topics()
             re_.on_replica_election(
                 step,
                 keys,
@@ -60,7 +59,7 @@ class ElectionEvents:
                 event.election_trigger,
                 c.row_view(),
                 ctx.deleting,
-                lambda r: r.topic_index in unclean,
+                c.unclean_rule(),
                 self.settings.kafka_version,
             )
             reply("NONE")
@@ -92,7 +91,7 @@ class ElectionEvents:
         """The event's rows on the driver (``Committer.driver_step``; ``keys``: the only rows
         it may touch) while no deletion or reassignment is in flight (their partitions'
         elections have no driver path yet)."""
-        if self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions():
+        if self.committer.admin_work_in_flight():
             return None
         return self.committer.driver_step(label, scope=None if keys is None else Scope.named(keys))
 
@@ -157,11 +156,9 @@ class ElectionEvents:
         c = self.committer
         step = self.driver_step("TopicUncleanLeaderElectionEnable")
         if step is not None:
-            unclean = c.unclean_topics()
             re_.on_unclean_leader_election_enable(
-                step, c.row_view(), lambda r: r.topic_index in unclean, self.ctx.deleting,
-                entry.index,
-            )  # fmt: skip
+                step, c.row_view(), c.unclean_rule(), self.ctx.deleting, entry.index
+            )
             return
         table = he.on_unclean_leader_election_enable(
             c.table(), self.ctx.view(), c.unclean_column(), self.ctx.deleting, entry.index
@@ -174,9 +171,8 @@ class ElectionEvents:
         c = self.committer
         step = self.driver_step("UncleanLeaderElectionEnable")
         if step is not None:
-            unclean = c.unclean_topics()
             re_.on_unclean_leader_election_enable(
-                step, c.row_view(), lambda r: r.topic_index in unclean, self.ctx.deleting
+                step, c.row_view(), c.unclean_rule(), self.ctx.deleting
             )
             return
         table = he.on_unclean_leader_election_enable(

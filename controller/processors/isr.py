@@ -81,13 +81,6 @@ class IsrEvents:
         self.zk.get_children(ISR_CHANGE_NOTIFICATION, watch=self.isr_watch)
         self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION, watch=self.log_dir_watch)
 
-    def busy(self) -> bool:
-        """Whether a deletion or a reassignment is in flight: their steps (reassignment
-        completion after an ISR change, failed replica deletions) have no driver path yet."""
-        return bool(
-            self.ctx.deletion.topics_to_be_deleted or self.committer.reassigning_partitions()
-        )
-
     # -- §12.4 ---------------------------------------------------------------------------------
     def process_isr_change_notification(self, _: ev.IsrChangeNotification) -> None:
         if not self.is_active():
@@ -116,7 +109,7 @@ class IsrEvents:
         if not known:
             return
         step = None
-        if not self.busy():
+        if not self.committer.admin_work_in_flight():
             named = {(self.ctx.topics[t].index, p) for t, p in known}
             step = self.committer.driver_step(
                 "IsrChangeNotification",
@@ -221,7 +214,7 @@ class IsrEvents:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader);
         ``answer`` gets the per-partition errors once they are committed."""
         step = None
-        if not self.busy():
+        if not self.committer.admin_work_in_flight():
             keys = {(r[0], r[1]) for r in rows}
             step = self.committer.driver_step(
                 "AlterIsrReceived", extra=(hi.ISR_UPDATED,), scope=Scope.named(keys)

@@ -67,12 +67,7 @@ class ElectionEvents:
         # Only the listed partitions that need the election can change: a partial commit.
         scope = he.replica_election_scope(event.election_type, ctx.view())
         named = None
-        if event.partitions is not None:
-            keys = {
-                (ctx.topics[p.topic].index, p.partition)
-                for p in event.partitions
-                if p.topic in ctx.topics
-            }
+        if keys is not None:
             named = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
         table = he.on_replica_election(
             c.table(scope, named=named),

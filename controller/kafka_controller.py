@@ -43,7 +43,6 @@ from controller.zk.kafka_zk_client import (
     get_controller_id,
     register_controller_and_increment_controller_epoch,
 )
-from controller.zk.paths import REASSIGN_PARTITIONS
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
 from statemachines.layout import to_compact
@@ -277,17 +276,12 @@ class KafkaController:
         ctx.load(compact)
         snapshot.release()  # generation 0 holds the rows now
         held = None if ctx.deletion.topics_to_be_deleted else c.held_rows()
-        resumed = held is None or self.zk.exists(REASSIGN_PARTITIONS) is not None
-        if (
-            held is not None
-            and not resumed
-            and not any(r.adding_mask or r.removing_mask for r in held.values())
-        ):
-            # Nothing to resume: the failover's one step runs on the driver.
+        if held is not None:
+            # The failover's steps run on the driver: its own, then the reassignments'.
             step = c.driver_step("failover")
             assert step is not None
             rb.on_controller_failover(step, c.row_view(), c.unclean_rule(), ctx.deleting)
-            self.reassignments.register_reassignment_watch()
+            self.reassignments.resume_reassignments()
             self.elections.schedule_auto_rebalance()
             return
         compact = c.table()

@@ -17,10 +17,13 @@ from pyspark.sql import functions as F
 from controller.handlers import brokers as hb
 from controller.handlers import election as he
 from controller.handlers import isr as hi
+from controller.handlers import reassignment as hr
+from controller.handlers import reassignment_plans as rp
 from controller.handlers import topics as ht
 from controller.row_handlers import brokers as rb
 from controller.row_handlers import election as re_
 from controller.row_handlers import isr as ri
+from controller.row_handlers import reassignment as rr
 from controller.row_handlers import topics as rt
 from controller.row_handlers.event_rows import EventRows
 from statemachines import schemas as s
@@ -28,6 +31,7 @@ from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.compact_rows import CompactRow
 from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.local_rows import local_frame
+from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
 from statemachines.row_state_machines import RowView
 from statemachines.state_change_errors import ERRORS
@@ -74,9 +78,10 @@ def _unclean(batch: Batch) -> tuple[list[int], Callable[[CompactRow], bool]]:
 
 def _spark_rows(out: DataFrame, counters: tuple[str, ...]) -> tuple[dict, dict]:
     rows, counted = {}, {}
+    w = s.width(out)
     for r in out.collect():
         d = r.asDict()
-        row = CompactRow.of(d, W)
+        row = CompactRow.of(d, w)
         rows[row.key] = row
         counted[row.key] = {c: d[c] for c in counters if d.get(c)}
     return rows, counted
@@ -246,3 +251,82 @@ def test_new_partition_creation(spark: SparkSession, table: tuple, data: st.Data
     step = _step(rows)
     rt.on_new_partition_creation(step, rt.assigned_partition_rows({index: assignment}), row_view)
     _same(out, step, (ht.INITIALIZED, ht.INIT_FAILED))
+
+
+@SETTINGS
+@given(tables())
+def test_maybe_complete_reassignment(spark: SparkSession, table: tuple) -> None:
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    out = hr.maybe_complete_reassignment(frame, view)
+    step = _step(rows)
+    rr.maybe_complete_reassignment(step, row_view)
+    _same(out, step, hr.COUNTERS)
+
+
+@SETTINGS
+@given(tables(), st.data(), st.booleans())
+def test_reassignment_checks_and_start(
+    spark: SparkSession, table: tuple, data: st.DataObject, api: bool
+) -> None:
+    """§10.4's checks, then ``onPartitionReassignment`` for the accepted entries: new
+    targets (some on unknown or dead brokers), cancels, and entries for unknown partitions."""
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    brokers = sorted({r for p in batch.parts for r in p.replicas} | {999})
+    keys = [r.key for r in rows] + [(0, 99)]
+    picked = data.draw(st.lists(st.sampled_from(keys), min_size=1, max_size=4, unique=True))
+    targets = st.none() | st.lists(st.sampled_from(brokers), max_size=3).map(tuple)
+    plan = [(t, p, data.draw(targets)) for t, p in picked]
+    deleting = data.draw(st.sets(st.sampled_from(sorted({r.topic_index for r in rows}))))
+    schema = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {rp.TARGET} array<int>"
+    spark_plan = local_frame(
+        spark, [(t, p, None if x is None else list(x)) for t, p, x in plan], schema
+    )
+    checked = rp.validate_reassignments(frame, spark_plan, view.live, sorted(deleting), api)
+    want = {(r[s.TOPIC_INDEX], r[s.PARTITION]): r for r in checked.collect()}
+    got = rr.validate_reassignments({r.key: r for r in rows}, plan, batch.live, deleting, api)
+    for c in got:
+        r = want[c.key]
+        assert (c.error, c.width_needed, c.reassigning, c.completes) == (
+            r[rp.ERROR],
+            r[rp.WIDTH_NEEDED],
+            r[rp.REASSIGNING],
+            r[rp.COMPLETES],
+        ), c
+    accepted = [c for c in got if c.error == rp.NONE]
+    if not accepted:
+        return
+    width = max(W, *(c.width_needed for c in accepted))
+    start = local_frame(
+        spark,
+        [(*c.key, None if c.target is None else list(c.target)) for c in accepted],
+        schema,
+    )
+    replaces = any(c.reassigning for c in accepted)
+    completes = any(c.completes for c in accepted)
+    out = hr.start_reassignment(frame, start, view, width, replaces, completes).drop(rp.ERROR)
+    step = _step(rows)
+    rr.start_reassignment(step, {c.key: c.target for c in accepted}, row_view, replaces, completes)
+    _same(out, step, hr.COUNTERS)
+
+
+def test_topic_znode_json_matches_spark(spark: SparkSession) -> None:
+    """The driver's topic payload is the bootstrap's, byte for byte."""
+    from controller.partition_store.bootstrap import topic_znode_json
+
+    rows = [
+        CompactRow(0, p, reps, reps[:1], (ReplicaState.OnlineReplica,) * len(reps), add, rem,
+                   reps[0], 0, 0, 1, PartitionState.OnlinePartition)
+        for p, reps, add, rem in [(0, (1, 2, 3), 0b100, 0b001), (1, (2, 3), 0, 0), (2, (3,), 0, 0)]
+    ]  # fmt: skip
+    public = spark.createDataFrame(
+        [("t", r.partition, list(r.replicas), rr.positions(r.adding_mask, r),
+          rr.positions(r.removing_mask, r)) for r in rows],
+        f"{s.TOPIC} string, {s.PARTITION} int, {s.REPLICAS} array<int>, "
+        f"{s.ADDING_REPLICAS} array<int>, {s.REMOVING_REPLICAS} array<int>",
+    )  # fmt: skip
+    (want,) = topic_znode_json(public.coalesce(1)).collect()
+    assert rr.topic_znode_json(rows) == want["json"]

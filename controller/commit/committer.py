@@ -61,9 +61,9 @@ from statemachines.state_change_trail import REQUEST_BATCH
 
 log = logging.getLogger(__name__)
 
-# Called after each commit with the committed rows (None on the driver path, whose events
-# leave nothing to read off them) and the event's counters.
-AfterCommit = Callable[[DataFrame | None, dict[str, int]], None]
+# Called after each commit with the event's counters and its rows: the committed frame on the
+# Spark path, the event's driver rows (with their per-row counters) on the driver path.
+AfterCommit = Callable[[DataFrame | None, dict[str, int], EventRows | None], None]
 # An event's reply, sent once its rows are committed: the committed rows (None on the driver
 # path) and the gauges.
 OnCommit = Callable[[DataFrame | None, Gauges], None]
@@ -207,6 +207,8 @@ class Committer:
         """The committed rows, when the driver holds them (or fetches them: at most
         ``settings.driver_rows``) and the event's next step may take the driver path, for a
         step that must know facts about them to decide."""
+        if self._driver is not None and self._driver.scope is None:
+            return self._driver.rows  # as the event's earlier driver steps left them
         return None if self._pending is not None else self.driver.held()
 
     def driver_step(
@@ -222,6 +224,8 @@ class Committer:
         on a larger table (``DriverPath.rows``). The step's calls number their request batches
         past the earlier steps' (as ``table`` does); ``extra`` names the step's counters beyond
         the controller's; ``write_zk`` as for ``stage``."""
+        if self._driver is not None and not self._write_zk:
+            self._commit_pending()  # rows reloaded from ZooKeeper commit before any further step
         step = self._driver
         if step is None:
             step = None if self._pending is not None else self.driver.rows(scope)
@@ -265,10 +269,13 @@ class Committer:
         return lambda row: row.topic_index in enabled
 
     def admin_work_in_flight(self) -> bool:
-        """A topic deletion or a reassignment is in flight: their steps (failed replica
-        deletions, a reassignment's completion or restart) have no driver path yet, so the
-        events that may run them stay in Spark."""
-        return bool(self.ctx.deletion.topics_to_be_deleted or self.reassigning_partitions())
+        """Work the driver path cannot take is in flight: a topic deletion (its steps have no
+        driver path yet), or a reassignment on a table the driver does not hold (its
+        completion or restart reads every row). The events that may run those steps stay in
+        Spark."""
+        if self.ctx.deletion.topics_to_be_deleted:
+            return True
+        return bool(self.reassigning_partitions()) and self.held_rows() is None
 
     def unclean_column(self) -> Column:
         """Per-row effective unclean.leader.election.enable: topic config over broker default."""
@@ -458,7 +465,7 @@ class Committer:
             if lines is not None:
                 self.state_change_log.append(lines, self.clock.now_ms())
         for step in self.after_commit:
-            step(committed, gauges.counters)
+            step(committed, gauges.counters, None)
         # A reply may still read the generation the event started from: blocks are freed
         # when the event ends (``end``).
         self._retired += [*ctx.store.replaced, diff]
@@ -479,7 +486,7 @@ class Committer:
         self._drop_pending()
         out = self.driver.commit(step, event)
         for after in self.after_commit:
-            after(None, out.gauges.counters)
+            after(None, out.gauges.counters, step)
         if self.record is not None:
             self.record.add_commit(out.gauges, out.written, out.requests, "driver")
         for reply in replies:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from controller.events import controller_events as ev
@@ -22,10 +22,13 @@ from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
 from controller.partition_store.bootstrap import topic_znode_json
 from controller.processors.parts import ControllerParts
+from controller.row_handlers import reassignment as rr
+from controller.row_handlers.event_rows import EventRows
 from controller.zk.fencing import Delete, FencedWriter, SetData
 from controller.zk.paths import REASSIGN_PARTITIONS, ReassignPartitionsZNode, TopicZNode
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
+from statemachines.compact_rows import CompactRow
 from statemachines.layout import to_public_partitions
 from statemachines.local_rows import local_frame
 
@@ -90,12 +93,25 @@ class ReassignmentEvents:
             reply("NOT_CONTROLLER")
             return
         names = {t.index: t.name for t in self.ctx.topics.values()}
+        held = self.committer.held_rows()
+        if held is not None:
+            listing = [
+                (k, list(r.replicas), rr.positions(r.adding_mask, r),
+                 rr.positions(r.removing_mask, r))
+                for k, r in sorted(held.items()) if rr.being_reassigned(r)
+            ]  # fmt: skip
+        else:
+            (rows,) = self.committer.read(rp.list_reassignments(self.committer.table()))
+            listing = [
+                ((r[s.TOPIC_INDEX], r[s.PARTITION]), r[rp.REPLICAS_LIST], r[rp.ADDING_LIST],
+                 r[rp.REMOVING_LIST])
+                for r in rows
+            ]  # fmt: skip
         listed = {}
-        (listing,) = self.committer.read(rp.list_reassignments(self.committer.table()))
-        for r in listing:
-            tp = ev.TopicPartition(names[r[s.TOPIC_INDEX]], r[s.PARTITION])
+        for (topic_index, partition), replicas, adding, removing in listing:
+            tp = ev.TopicPartition(names[topic_index], partition)
             if event.partitions is None or tp in event.partitions:
-                listed[tp] = (r[rp.REPLICAS_LIST], r[rp.ADDING_LIST], r[rp.REMOVING_LIST])
+                listed[tp] = (replicas, adding, removing)
         reply(listed)
 
     # -- the bulk work -------------------------------------------------------------------------
@@ -115,6 +131,9 @@ class ReassignmentEvents:
             return {}
         names = {t.index: t.name for t in self.ctx.topics.values()}
         keyed = {(i, p): t for (t, p, _), (i, _, _) in zip(entries, rows, strict=True)}
+        held = self.committer.held_rows()
+        if held is not None:
+            return self._reassign_on_driver(held, rows, keyed, names, api, label)
         plan = local_frame(self.spark, rows, PLAN_SCHEMA)
         # Only the plan's partitions can change: a partial commit, unless the table widens.
         table = self.committer.table(named=plan.select(s.TOPIC_INDEX, s.PARTITION))
@@ -157,18 +176,65 @@ class ReassignmentEvents:
         )  # fmt: skip
         return errors
 
+    def _reassign_on_driver(
+        self,
+        held: dict[tuple[int, int], CompactRow],
+        rows: list[tuple[int, int, list[int] | None]],
+        keyed: dict[tuple[int, int], str],
+        names: dict[int, str],
+        api: bool,
+        label: str,
+    ) -> dict[ev.TopicPartition, str]:
+        """``reassign`` on the driver's rows: the same checks and steps, no job."""
+        plan = [(i, p, None if r is None else tuple(r)) for i, p, r in rows]
+        live = self.committer.row_view().live
+        checked = rr.validate_reassignments(held, plan, live, self.ctx.deleting, api)
+        errors = {ev.TopicPartition(keyed[c.key], c.key[1]): c.error for c in checked}
+        accepted = [c for c in checked if c.error == rp.NONE]
+        if not accepted:
+            return errors
+        width = max(c.width_needed for c in accepted)
+        if width > s.MAX_WIDTH:
+            raise ValueError(
+                f"a reassignment needs {width} replica positions; at most {s.MAX_WIDTH}"
+            )
+        step = self.committer.driver_step(label, extra=hr.COUNTERS)
+        assert step is not None, "the driver holds the table"
+        rr.start_reassignment(
+            step,
+            {c.key: c.target for c in accepted},
+            self.committer.row_view(),
+            replaces_ongoing=any(c.reassigning for c in accepted),
+            may_complete=any(c.completes for c in accepted),
+        )
+        log.info(
+            "[Controller id=%d] Reassigning %d partitions of topics %s",
+            self.broker_id, len(accepted), sorted({names[c.key[0]] for c in accepted}),
+        )  # fmt: skip
+        return errors
+
+    def _resume_on_driver(self, label: str, started: BrokerSet | None = None) -> bool:
+        """Restart the reassignments in flight (those targeting ``started``, if given) on the
+        driver's rows; False when the driver does not hold them."""
+        held = self.committer.held_rows()
+        if held is None:
+            return False
+        plan = rr.ongoing_plan(held)
+        if started is not None:
+            plan = {k: t for k, t in plan.items() if t and set(t) & started.ids}
+        if plan:
+            step = self.committer.driver_step(label, extra=hr.COUNTERS)
+            assert step is not None, "the driver holds the table"
+            # The targets are the reassignments' own: none is replaced.
+            rr.start_reassignment(step, plan, self.committer.row_view(), replaces_ongoing=False)
+        return True
+
     def resume_reassignments(self) -> None:
         """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
-        # Only partitions being reassigned can change: a partial step. The plan is read off
-        # the rows it joins back to: settled.
-        table = self.committer.table(rp.being_reassigned(), settled=True)
-        plan = rp.ongoing_plan(table)
-        if self.committer.exists(plan):
-            # The targets are the reassignments' own: none is replaced.
-            out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
-            self.committer.stage(
-                out.drop(rp.ERROR), "resume reassignments", extra=hr.COUNTERS, partial=True
-            )
+        if not self._resume_on_driver("resume reassignments"):
+            # Only partitions being reassigned can change: a partial step. The plan is read
+            # off the rows it joins back to: settled.
+            self._resume(rp.being_reassigned(), "resume reassignments")
         if self.register_reassignment_watch():
             self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
 
@@ -177,8 +243,12 @@ class ReassignmentEvents:
         ``onPartitionReassignment`` again (its epoch moves on, the adding replicas hear of it)."""
         if not self.committer.reassigning_partitions():
             return
-        # Only those partitions can change: a partial step, settled (as above).
-        scope = rp.targets_any(started, self.committer.width())
+        if not self._resume_on_driver(label, started):
+            # Only those partitions can change: a partial step, settled (as above).
+            self._resume(rp.targets_any(started, self.committer.width()), label)
+
+    def _resume(self, scope: Column, label: str) -> None:
+        """Restart the reassignments in flight among the rows of ``scope``, in Spark."""
         table = self.committer.table(scope, settled=True)
         plan = rp.ongoing_plan(table)
         if self.committer.exists(plan):
@@ -188,24 +258,44 @@ class ReassignmentEvents:
 
     def maybe_complete_reassignments(self) -> None:
         """Phase B for every reassignment whose targets are all in the ISR."""
+        step = self.committer.driver_step("maybeCompleteReassignment", extra=hr.COUNTERS)
+        if step is not None:
+            rr.maybe_complete_reassignment(step, self.committer.row_view())
+            return
         table = self.committer.table(rp.being_reassigned())  # the only rows it may touch
         out = hr.maybe_complete_reassignment(table, self.ctx.view())
         self.committer.stage(out, "maybeCompleteReassignment", extra=hr.COUNTERS, partial=True)
 
     # -- after a commit ------------------------------------------------------------------------
-    def after_commit(self, committed: DataFrame | None, counters: dict[str, int]) -> None:
-        """Rewrite changed topic znodes (U2/B6); drop completed partitions from the ZK request."""
-        if committed is None:  # the driver path: no reassignment step runs there
-            return
-        if counters.get(hr.ASSIGNMENT_CHANGED, 0):
-            self.write_topic_assignments(committed.where(F.col(hr.ASSIGNMENT_CHANGED) > 0))
-        if counters.get(hr.REASSIGNMENT_COMPLETED, 0) and self.zk.exists(REASSIGN_PARTITIONS):
+    def after_commit(
+        self, committed: DataFrame | None, counters: dict[str, int], rows: EventRows | None
+    ) -> None:
+        """Rewrite changed topic znodes (U2/B6); drop completed partitions from the ZK request.
+        ``committed`` holds the Spark path's rows, ``rows`` the driver path's."""
+        changed: set[tuple[int, int]] = set()
+        done: set[tuple[int, int]] = set()
+        if rows is not None:
+            changed = set(rows.counters.get(hr.ASSIGNMENT_CHANGED, {}))
+            done = set(rows.counters.get(hr.REASSIGNMENT_COMPLETED, {}))
+        elif committed is not None:
+            if counters.get(hr.ASSIGNMENT_CHANGED, 0):
+                self.write_topic_assignments(committed.where(F.col(hr.ASSIGNMENT_CHANGED) > 0))
+            if counters.get(hr.REASSIGNMENT_COMPLETED, 0):
+                done_rows = committed.where(F.col(hr.REASSIGNMENT_COMPLETED) > 0)
+                done = {(r[0], r[1]) for r in done_rows.select(*rp.KEY).collect()}
+        if changed:
+            held = self.ctx.table.driver
+            assert held is not None, "a driver step's commit leaves the rows on the driver"
+            topics = {k[0] for k in changed}
             names = {t.index: t.name for t in self.ctx.topics.values()}
-            done = committed.where(F.col(hr.REASSIGNMENT_COMPLETED) > 0).select(
-                s.TOPIC_INDEX, s.PARTITION
+            self._write_topic_znodes(
+                (names[i], rr.topic_znode_json([r for k, r in sorted(held.items()) if k[0] == i]))
+                for i in sorted(topics)
             )
+        if done and self.zk.exists(REASSIGN_PARTITIONS):
+            names = {t.index: t.name for t in self.ctx.topics.values()}
             self.maybe_remove_from_zk_reassignment(
-                {ev.TopicPartition(names[r[0]], r[1]) for r in done.collect()}
+                {ev.TopicPartition(names[i], p) for i, p in done}
             )
 
     def write_topic_assignments(self, changed: DataFrame) -> None:
@@ -217,9 +307,15 @@ class ReassignmentEvents:
         assert committed is not None
         table = committed.where(F.col(s.TOPIC_INDEX).isin(indices))
         public = to_public_partitions(table, self.ctx.topics_frame())
+        self._write_topic_znodes((r[0], r[1]) for r in topic_znode_json(public).collect())
+
+    def _write_topic_znodes(self, payloads: Iterable[tuple[str, str]]) -> None:
+        """Set each (topic, assignment JSON) znode, with the topic's id, in fenced multis."""
         ops = [
-            SetData(TopicZNode.path(r[0]), _with_topic_id(r[1], self.ctx.topics[r[0]].topic_id))
-            for r in topic_znode_json(public).collect()
+            SetData(
+                TopicZNode.path(topic), _with_topic_id(payload, self.ctx.topics[topic].topic_id)
+            )
+            for topic, payload in payloads
         ]
         writer = FencedWriter(self.zk, self.ctx.epoch_zk_version)
         for i in range(0, len(ops), 100):

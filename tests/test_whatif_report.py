@@ -211,7 +211,10 @@ def test_text_is_escaped(tmp_path: Path) -> None:
 def test_long_lists_and_tables_are_truncated(report: Path) -> None:
     rows = dict(summary_rows(SUMMARY))
     more = 25 - MAX_LIST_ITEMS
-    assert rows["partitions_per_topic.topic-0"] == "0"  # nested mappings become dotted keys
+    assert rows["leaders.moved"] == "420"  # a small nested mapping becomes dotted keys
+    assert rows["partitions_per_topic"] == (
+        ", ".join(f"topic-{i}: {i}" for i in range(MAX_LIST_ITEMS)) + f" … and {more} more"
+    )
     assert format_value(list(range(25))).endswith(f"9 … and {more} more")
     assert format_value(list(range(MAX_LIST_ITEMS))) == ", ".join(map(str, range(MAX_LIST_ITEMS)))
     assert rows["brokers_failed"] == "3, 7"

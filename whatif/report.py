@@ -89,10 +89,11 @@ def render_report(
 
 
 def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The summary as (key, display value) rows; nested mappings become dotted keys."""
+    """The summary as (key, display value) rows. A small nested mapping becomes dotted keys; a large
+    one (a per-topic or per-broker breakdown) stays one truncated row so the table stays short."""
     rows: list[tuple[str, str]] = []
     for key, value in summary.items():
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, Mapping) and 0 < len(value) <= MAX_LIST_ITEMS:
             rows.extend((f"{key}.{k}", v) for k, v in summary_rows(value))
         else:
             rows.append((str(key), format_value(value)))

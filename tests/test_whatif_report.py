@@ -134,6 +134,7 @@ def test_the_page_has_title_question_summary_and_every_section(report: Path) -> 
     assert page.tags["table"] == 1 + 2  # the summary and the two sections' tables
     assert '<th scope="row">offline_partitions</th><td>1,234,567</td>' in html
     assert '<th scope="row">leaders.moved</th><td>420</td>' in html
+    assert '<th scope="row">leaders.unchanged</th><td>9580</td>' in html
 
 
 def test_ids_are_unique_across_the_inline_charts(report: Path) -> None:
@@ -225,6 +226,7 @@ def test_long_lists_and_tables_are_truncated(report: Path) -> None:
 
 def test_values_are_shown_readably() -> None:
     assert format_value(1234567) == "1,234,567"
+    assert format_value([1001, 1002]) == "1001, 1002"
     assert format_value(0.12345678) == "0.1235"
     assert format_value(True) == "yes"
     assert format_value(None) == "—"

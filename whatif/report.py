@@ -107,7 +107,9 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
-        return f"{value:,}"
+        # Broker ids (1001 up when generated) and partition numbers stay ungrouped: "1,001, 1,002"
+        # misreads as a list. Counts of a hundred thousand and more are grouped.
+        return f"{value:,}" if abs(value) >= 100_000 else str(value)
     if isinstance(value, float):
         return f"{value:,.4g}" if math.isfinite(value) else str(value)
     if isinstance(value, Mapping):

@@ -1,0 +1,194 @@
+"""``staged_output``: ``--out DIR`` is replaced only by a run that finished; a failed, interrupted or
+killed run leaves an existing ``DIR`` exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from whatif.staged_output import staged_output, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _leftovers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name != out.name)
+
+
+@pytest.fixture
+def old_out(tmp_path: Path) -> Path:
+    out = tmp_path / "plan"
+    (out / "tables").mkdir(parents=True)
+    (out / "summary.json").write_text('{"question": "old"}\n', encoding="utf-8")
+    (out / "tables" / "part-0.parquet").write_bytes(b"old table")
+    return out
+
+
+def test_success_creates_out_with_the_staged_files(tmp_path: Path) -> None:
+    out = tmp_path / "nested" / "plan"
+    with staged_output(out) as staged:
+        assert staged.parent == out.parent
+        assert staged.name.startswith(".plan.tmp-")
+        assert list(staged.iterdir()) == []
+        assert not out.exists()
+        write_json(staged / "summary.json", {"question": "fail"})
+    assert _tree(out) == {"summary.json": b'{\n  "question": "fail"\n}\n'}
+    assert _leftovers(out) == []
+
+
+def test_success_replaces_an_existing_out_completely(old_out: Path) -> None:
+    with staged_output(old_out) as staged:
+        (staged / "report.html").write_text("<p>new</p>", encoding="utf-8")
+        assert _tree(old_out)["summary.json"] == b'{"question": "old"}\n'
+    assert _tree(old_out) == {"report.html": b"<p>new</p>"}
+    assert _leftovers(old_out) == []
+
+
+def test_the_staged_directory_gets_ordinary_permissions(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    umask = os.umask(0o022)
+    try:
+        with staged_output(out):
+            pass
+    finally:
+        os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o755
+
+
+def test_exception_removes_the_staging_dir_and_creates_no_out(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    with pytest.raises(ValueError, match="no such broker"), staged_output(out) as staged:
+        (staged / "summary.json").write_text("{}", encoding="utf-8")
+        raise ValueError("no such broker")
+    assert not out.exists()
+    assert _leftovers(out) == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError("question failed"), KeyboardInterrupt()])
+def test_failure_keeps_an_existing_out_as_it_was(old_out: Path, error: BaseException) -> None:
+    before = _tree(old_out)
+    with pytest.raises(type(error)), staged_output(old_out) as staged:
+        (staged / "summary.json").write_text('{"question": "new"}', encoding="utf-8")
+        raise error
+    assert _tree(old_out) == before
+    assert _leftovers(old_out) == []
+
+
+def test_an_existing_file_at_out_is_replaced_only_on_success(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    out.write_text("not a directory", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt), staged_output(out):
+        raise KeyboardInterrupt
+    assert out.read_text(encoding="utf-8") == "not a directory"
+    with staged_output(out) as staged:
+        (staged / "a").write_text("b", encoding="utf-8")
+    assert _tree(out) == {"a": b"b"}
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from whatif.staged_output import staged_output, write_json
+
+    with staged_output(Path(sys.argv[1])) as staged:
+        write_json(staged / "summary.json", {"question": "new"})
+        with open(staged / "big.parquet", "wb") as half:
+            half.write(b"x" * 65536)
+            half.flush()
+            print("writing", flush=True)
+            sys.stdin.read()  # blocks until the parent kills us
+    """
+)
+
+
+def test_a_killed_writer_leaves_the_old_out_and_the_next_run_cleans_up(old_out: Path) -> None:
+    before = _tree(old_out)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(old_out)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdin is not None
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        writer.send_signal(signal.SIGKILL)
+    finally:
+        writer.stdin.close()
+        writer.stdout.close()
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+
+    assert _tree(old_out) == before
+    stale = _leftovers(old_out)
+    assert len(stale) == 1 and stale[0].startswith(f".plan.tmp-{writer.pid}-")
+    assert (old_out.parent / stale[0] / "big.parquet").stat().st_size == 65536
+
+    with staged_output(old_out) as staged:
+        write_json(staged / "summary.json", {"question": "again"})
+    assert json.loads((old_out / "summary.json").read_text(encoding="utf-8")) == {
+        "question": "again"
+    }
+    assert _leftovers(old_out) == []
+
+
+def test_a_failed_run_leaves_stale_dirs_for_a_later_successful_run(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    stale = tmp_path / ".plan.tmp-999999999-deadbeef"  # no such process
+    other = tmp_path / ".planB.tmp-999999999-deadbeef"  # another DIR's
+    for d in (stale, other):
+        d.mkdir()
+    with pytest.raises(OSError), staged_output(out):
+        raise OSError("disk full")
+    assert stale.exists()
+    with staged_output(out):
+        pass
+    assert not stale.exists()
+    assert other.exists()
+
+
+def test_write_json_keeps_insertion_order_and_ends_with_a_newline(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    write_json(
+        path, {"version": 1, "partitions": [{"topic": "b", "partition": 0, "replicas": [3, 1]}]}
+    )
+    assert path.read_text(encoding="utf-8") == (
+        "{\n"
+        '  "version": 1,\n'
+        '  "partitions": [\n'
+        "    {\n"
+        '      "topic": "b",\n'
+        '      "partition": 0,\n'
+        '      "replicas": [\n'
+        "        3,\n"
+        "        1\n"
+        "      ]\n"
+        "    }\n"
+        "  ]\n"
+        "}\n"
+    )
+
+
+def test_write_json_refuses_values_json_cannot_hold(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "summary.json", {"ratio": float("nan")})

@@ -210,6 +210,17 @@ def replica_problem(
     replicas: list[int], isr: list[int], leader: int, adding: list[int], removing: list[int]
 ) -> str | None:
     """What breaks Kafka's model in one partition's lists, or None."""
+    assigned = set(replicas)
+    if (
+        not adding
+        and not removing
+        and len(assigned) == len(replicas) > 0
+        and min(replicas) >= 0
+        and (leader == s.NO_LEADER or leader in assigned)
+        and len(set(isr)) == len(isr)
+        and assigned.issuperset(isr)
+    ):
+        return None  # the usual partition, checked at once
     if not replicas:
         return "Replicas is empty — a partition has at least one replica"
     for name, ids in (("Replicas", replicas), ("Isr", isr), ("Adding Replicas", adding),
@@ -219,7 +230,6 @@ def replica_problem(
             return f"{name} names broker {twice[0]} twice — list each broker once"
         if any(b < 0 for b in ids):
             return f"{name} has a negative broker id — broker ids are >= 0"
-    assigned = set(replicas)
     for name, ids in (("Isr", isr), ("Adding Replicas", adding), ("Removing Replicas", removing)):
         outside = [b for b in ids if b not in assigned]
         if outside:

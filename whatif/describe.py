@@ -50,6 +50,11 @@ _FIELD = re.compile(
 )
 _ID_LIST = re.compile(r"\d+(?:\s*,\s*\d+)*")
 _PARTITION_LINE = ("Topic", "Partition", "Leader", "Replicas", "Isr")
+# The common partition line, matched at once; anything else goes field by field.
+_CANONICAL = re.compile(
+    r"\s*Topic:\s*([\w.-]+)\s+Partition:\s*(\d+)\s+Leader:\s*(\d+|none|-1)"
+    r"\s+Replicas:\s*(\d+(?:,\d+)*)\s+Isr:[ \t]*(\d+(?:,\d+)*)?\s*"
+)
 _FIX_FORMAT = "pass the unedited output of kafka-topics.sh --describe"
 
 
@@ -132,6 +137,32 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         ) from None
 
 
+def _header(
+    fields: dict[str, str],
+    where: str,
+    number: int,
+    snap: DescribeSnapshot,
+    counts: dict[str, tuple[int, int]],
+) -> None:
+    if "PartitionCount" not in fields or "Topic" not in fields:
+        missing = "PartitionCount" if "Topic" in fields else "Topic"
+        raise WhatIfInputError(
+            f"{where}: a topic line needs Topic: and PartitionCount:, {missing}: is "
+            f"missing — {_FIX_FORMAT}"
+        )
+    topic = fields["Topic"]
+    if topic in counts:
+        raise WhatIfInputError(
+            f"{where}: topic {topic} is described twice (first on line "
+            f"{counts[topic][1]}) — keep one describe output per topic"
+        )
+    counts[topic] = (_int(fields["PartitionCount"], "PartitionCount", where), number)
+    if "ReplicationFactor" in fields:
+        _int(fields["ReplicationFactor"], "ReplicationFactor", where)
+    snap.configs[topic] = _configs(fields.get("Configs", ""))
+    snap.config_lines[topic] = number
+
+
 def parse_describe(path: str | Path) -> DescribeSnapshot:
     """Read the file in one pass; the first problem raises ``WhatIfInputError`` (FILE:LINE)."""
     path = Path(path)
@@ -146,40 +177,38 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
     leader_col, state_col = cols[s.LEADER], cols[s.STATE]
     seen: dict[tuple[str, int], int] = {}
     counts: dict[str, tuple[int, int]] = {}  # topic -> (PartitionCount, header line)
+    name = str(path)
     for number, line in _lines(path):
         if not line.strip():
             continue
-        where = f"{path}:{number}"
-        fields = _fields(line, where)
-        if "Partition" not in fields:
-            if "PartitionCount" not in fields or "Topic" not in fields:
-                missing = "PartitionCount" if "Topic" in fields else "Topic"
+        where = f"{name}:{number}"
+        canonical = _CANONICAL.fullmatch(line)
+        if canonical is not None:
+            topic, partition_text, leader_text, replicas_text, isr_text = canonical.groups("")
+            partition = int(partition_text)
+            replicas = [int(x) for x in replicas_text.split(",")]
+            isr = [int(x) for x in isr_text.split(",")] if isr_text else []
+            adding, removing = [], []
+        else:
+            fields = _fields(line, where)
+            if "Partition" not in fields:
+                _header(fields, where, number, snap, counts)
+                continue
+            absent = [k for k in _PARTITION_LINE if k not in fields]
+            if absent:
                 raise WhatIfInputError(
-                    f"{where}: a topic line needs Topic: and PartitionCount:, {missing}: is "
-                    f"missing — {_FIX_FORMAT}"
+                    f"{where}: a partition line needs "
+                    f"{', '.join(k + ':' for k in _PARTITION_LINE)}; "
+                    f"{', '.join(k + ':' for k in absent)} missing — {_FIX_FORMAT}"
                 )
-            topic = fields["Topic"]
-            if topic in counts:
-                raise WhatIfInputError(
-                    f"{where}: topic {topic} is described twice (first on line "
-                    f"{counts[topic][1]}) — keep one describe output per topic"
-                )
-            counts[topic] = (_int(fields["PartitionCount"], "PartitionCount", where), number)
-            if "ReplicationFactor" in fields:
-                _int(fields["ReplicationFactor"], "ReplicationFactor", where)
-            snap.configs[topic] = _configs(fields.get("Configs", ""))
-            snap.config_lines[topic] = number
-            continue
-        absent = [k for k in _PARTITION_LINE if k not in fields]
-        if absent:
-            raise WhatIfInputError(
-                f"{where}: a partition line needs {', '.join(k + ':' for k in _PARTITION_LINE)}; "
-                f"{', '.join(k + ':' for k in absent)} missing — {_FIX_FORMAT}"
-            )
-        topic = fields["Topic"]
-        if not topic:
-            raise WhatIfInputError(f"{where}: Topic: is empty — {_FIX_FORMAT}")
-        partition = _int(fields["Partition"], "Partition", where)
+            topic, leader_text = fields["Topic"], fields["Leader"]
+            if not topic:
+                raise WhatIfInputError(f"{where}: Topic: is empty — {_FIX_FORMAT}")
+            partition = _int(fields["Partition"], "Partition", where)
+            replicas = _ids(fields["Replicas"], "Replicas", where)
+            isr = _ids(fields["Isr"], "Isr", where)
+            adding = _ids(fields.get("Adding Replicas", ""), "Adding Replicas", where)
+            removing = _ids(fields.get("Removing Replicas", ""), "Removing Replicas", where)
         key = (topic, partition)
         if key in seen:
             raise WhatIfInputError(
@@ -187,7 +216,6 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
                 f"{seen[key]}) — keep one line per partition"
             )
         seen[key] = number
-        leader_text = fields["Leader"]
         if leader_text in ("none", "-1"):
             leader = s.NO_LEADER
         elif leader_text.isdigit():
@@ -197,10 +225,6 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
                 f"{where}: Leader: {leader_text!r} is not a broker id — write an id, or none "
                 "for an offline partition"
             )
-        replicas = _ids(fields["Replicas"], "Replicas", where)
-        isr = _ids(fields["Isr"], "Isr", where)
-        adding = _ids(fields.get("Adding Replicas", ""), "Adding Replicas", where)
-        removing = _ids(fields.get("Removing Replicas", ""), "Removing Replicas", where)
         problem = replica_problem(replicas, isr, leader, adding, removing)
         if problem is not None:
             raise WhatIfInputError(f"{where}: partition {topic}-{partition}: {problem}")

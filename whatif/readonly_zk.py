@@ -86,7 +86,7 @@ class ReadOnlyZkClient:
                 return False
             return call(request, async_object)
 
-        kazoo._call = reads_only  # type: ignore[method-assign]
+        kazoo._call = reads_only
         self.__kazoo = kazoo
 
     def __getattr__(self, name: str) -> Any:

@@ -293,7 +293,7 @@ def load_cluster(
     return WhatIfCluster(
         cluster.partitions,
         cluster.brokers,
-        {**{b: None for b in cluster.brokers}, **cluster.racks, **racks},
+        dict(sorted({**dict.fromkeys(cluster.brokers), **cluster.racks, **racks}.items())),
         cluster.topic_configs,
         cluster.broker_defaults,
         load_sizes(spark, sizes) if sizes is not None else None,

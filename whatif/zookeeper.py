@@ -128,6 +128,11 @@ def read_zk(
         return _snapshot(spark, client, hosts, defaults or BrokerDefaults())
     except ZnodeReadError as exc:
         raise _read_failed(hosts, exc) from None
+    except (KazooTimeoutError, KazooException) as exc:  # a synchronous read failed
+        raise WhatIfInputError(
+            f"--zk {hosts}: reading the cluster failed ({type(exc).__name__}) — check that the "
+            "ensemble is up and that the credentials may read Kafka's znodes"
+        ) from None
     except MalformedZnodeError as exc:
         raise WhatIfInputError(
             f"--zk {hosts}: znode {exc.path}: {exc.problem} — {_FIX_SCHEMA}"

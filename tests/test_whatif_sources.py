@@ -394,6 +394,12 @@ def _kafka_tree(server: ZooKeeperServer) -> str:
             b'{"version":1,"config":{"min.insync.replicas":"2","retention.ms":"1000"}}',
             makepath=True,
         )
+        # A topic the controller is deleting: leader and epoch are -2 (LeaderAndIsr.duringDelete).
+        kz.create(f"{c}/brokers/topics/doomed", b'{"version":1,"partitions":{"0":[1]}}')
+        kz.create(
+            f"{c}/brokers/topics/doomed/partitions/0/state", _state(-2, -2, [1]), makepath=True
+        )
+        kz.create(f"{c}/admin/delete_topics/doomed", makepath=True)
         secret = [make_digest_acl(*DIGEST, all=True)]
         kz.create(
             f"{c}/brokers/topics/payments", b'{"version":1,"partitions":{"0":[2,1]}}', acl=secret
@@ -452,6 +458,7 @@ def test_zk_snapshot_is_read_only_and_exact(
     cluster = load_cluster(spark, zk=hosts, zk_options=options, config=["min.insync.replicas=3"])
     on, off = "OnlinePartition", "OfflinePartition"
     assert rows(cluster) == [
+        ("doomed", 0, [1], [], [], [1], -2, -2, 0, 3, off),
         ("orders", 0, [1, 2, 3], [], [], [1, 2], 1, 6, 1, 3, on),
         ("orders", 1, [2, 3, 4], [4], [3], [4], 4, 2, 0, 3, off),  # 4 is not registered
         ("orders", 2, [3, 1, 2], [], [], [], -1, 0, 0, 0, "NewPartition"),

@@ -206,6 +206,10 @@ def partitions_frame(spark: SparkSession, columns: Mapping[str, list[Any]]) -> D
     return columns_frame(spark, columns, s.PARTITIONS_SCHEMA)
 
 
+# -2 is what the controller writes while it deletes the topic (LeaderAndIsr.duringDelete).
+_NO_LEADERS = (s.NO_LEADER, s.LEADER_DURING_DELETE)
+
+
 def replica_problem(
     replicas: list[int], isr: list[int], leader: int, adding: list[int], removing: list[int]
 ) -> str | None:
@@ -216,7 +220,7 @@ def replica_problem(
         and not removing
         and len(assigned) == len(replicas) > 0
         and min(replicas) >= 0
-        and (leader == s.NO_LEADER or leader in assigned)
+        and (leader in _NO_LEADERS or leader in assigned)
         and len(set(isr)) == len(isr)
         and assigned.issuperset(isr)
     ):
@@ -234,7 +238,7 @@ def replica_problem(
         outside = [b for b in ids if b not in assigned]
         if outside:
             return f"{name} broker {outside[0]} is not in Replicas {_ids(replicas)} — it must be a subset"
-    if leader != s.NO_LEADER and leader not in assigned:
+    if leader not in _NO_LEADERS and leader not in assigned:
         return (
             f"leader {leader} is not in Replicas {_ids(replicas)} — "
             "the leader is one of the replicas (or none when offline)"

@@ -9,7 +9,8 @@ schema raises ``WhatIfInputError`` naming the znode and field.
 
 States follow the controller's startup rule (``initializePartitionState``): a partition with a
 live leader is ``OnlinePartition``, one with a state znode but no live leader
-``OfflinePartition``, and one without a state znode ``NewPartition``. Gets are pipelined
+``OfflinePartition`` (a topic being deleted has leader -2 there and is kept as written), and one
+without a state znode ``NewPartition``. Gets are pipelined
 (``get_async``, a window in flight), so a large cluster costs round trips per window, not per
 znode.
 """

@@ -180,6 +180,12 @@ def test_rack_map_sets_racks_and_adds_idle_brokers(spark: SparkSession) -> None:
     assert cluster.racks == {1: "us-east-1a", 2: "us-east-1b", 3: None, 4: None, 9: "us-east-1c"}
 
 
+def test_rack_map_saved_by_a_spreadsheet(tmp_path: Path) -> None:
+    path = tmp_path / "racks.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,rack\r\n1,a\r\n2,\r\n")
+    assert load_rack_map(path) == {1: "a", 2: None}
+
+
 @pytest.mark.parametrize(
     ("text", "line", "expected"),
     [

@@ -67,7 +67,8 @@ def _csv_rows(path: Path, header: tuple[str, ...], option: str) -> Iterator[tupl
     """(line, cells) of every non-blank row after the required header."""
     expected = ",".join(header)
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        # utf-8-sig: spreadsheets save CSV with a byte-order mark.
+        with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             first = next(reader, None)
             if first is None or [c.strip() for c in first] != list(header):

@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
         help="hold a partitions table of at most N rows on the driver and run the events that "
         "can there (overrides execution.driver_rows; 0 runs every event in Spark)",
     )
+    from whatif.command import add_parser
+
+    add_parser(sub)
     return parser
 
 
@@ -123,6 +126,20 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _whatif(args: argparse.Namespace) -> int:
+    from whatif.cluster import WhatIfInputError
+    from whatif.command import run
+
+    try:
+        out, lines = run(args)
+    except WhatIfInputError as err:
+        print(f"kce: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    print("\n".join(lines))
+    print(f"outputs: {out}/ (summary.json, report.html)")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -130,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        return _run(args) if args.command == "run" else _quickstart(args)
+        commands = {"run": _run, "whatif": _whatif, "quickstart": _quickstart}
+        return commands[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERNAL
     except Exception as err:  # an internal error: say so plainly, keep the traceback for bugs

@@ -1,0 +1,189 @@
+"""``kce whatif QUESTION [source] [options]``: the command line of the what-if questions.
+
+Each question is a function ``(spark, cluster, options) -> Answer`` in its own module; this
+module reads the arguments, loads the snapshot (``sources.load_cluster``), runs the question,
+writes its outputs (``answer.write_answer``) and prints the short summary. Bad input of any kind
+is a ``WhatIfInputError``: one message, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from whatif.cluster import WhatIfInputError
+from whatif.options import (
+    AuditOptions,
+    DecommissionOptions,
+    ExposureOptions,
+    FailOptions,
+    LeadersOptions,
+    RollOptions,
+    ScaleOutOptions,
+)
+
+# Question → (module, function, help).
+QUESTIONS: dict[str, tuple[str, str, str]] = {
+    "fail": ("whatif.failure", "answer", "brokers, a rack, or any K brokers fail"),
+    "decommission": ("whatif.placement", "decommission", "move every replica off brokers"),
+    "roll": ("whatif.roll", "answer", "a rolling restart in batches, min ISR kept"),
+    "scale-out": ("whatif.placement", "scale_out", "add brokers and put them to work"),
+    "rebalance": ("whatif.placement", "scale_out", "balance replicas and leaders as they are"),
+    "leaders": ("whatif.leaders", "answer", "leader imbalance and the election that fixes it"),
+    "exposure": ("whatif.exposure", "answer", "data-loss exposure of the replica placement"),
+    "audit": ("whatif.audit", "answer", "check a reassignment plan against the cluster"),
+}
+
+
+def _ids(text: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of broker ids: {text!r} (e.g. 1,2)") from None
+    if not ids:
+        raise argparse.ArgumentTypeError("give at least one broker id (e.g. 1,2)")
+    return ids
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _batch(text: str) -> str:
+    if text != "rack":
+        _positive(text)
+    return text
+
+
+def add_parser(sub: Any) -> None:
+    """The ``whatif`` command and its questions."""
+    whatif = sub.add_parser(
+        "whatif",
+        help="plan offline: failures, restarts, scale-out, rebalance, exposure, plan audits",
+        description="Load a cluster snapshot and answer one question with Kafka's own rules; "
+        "writes summary.json, Parquet tables, Kafka-format plans and report.html to --out.",
+    )
+    questions = whatif.add_subparsers(dest="question", metavar="QUESTION", required=True)
+    for name, (_, _, text) in QUESTIONS.items():
+        q = questions.add_parser(name, help=text, description=text)
+        source = q.add_argument_group("cluster source (exactly one)")
+        source.add_argument("--describe", metavar="FILE", help="kafka-topics.sh --describe text")
+        source.add_argument(
+            "--zk", metavar="HOST:PORT[/chroot]", help="a live ZK-mode cluster, read-only"
+        )
+        source.add_argument("--run", metavar="DIR", help="a kce run output directory")
+        source.add_argument("--scenario", metavar="FILE", help="a scenario's cluster: block")
+        q.add_argument("--rack-map", metavar="FILE", help="CSV id,rack")
+        q.add_argument("--sizes", metavar="FILE", help="CSV topic,partition,bytes")
+        q.add_argument(
+            "--config",
+            metavar="KEY=VALUE",
+            action="append",
+            default=[],
+            help="a Kafka config default, e.g. min.insync.replicas=2 (repeatable)",
+        )
+        q.add_argument("--zk-auth", metavar="USER:PASSWORD", help="ZooKeeper digest auth")
+        q.add_argument("--zk-ca", metavar="FILE", help="ZooKeeper TLS: CA certificate")
+        q.add_argument("--zk-cert", metavar="FILE", help="ZooKeeper TLS: client certificate")
+        q.add_argument("--zk-key", metavar="FILE", help="ZooKeeper TLS: client key")
+        q.add_argument("--seed", type=int, default=0, help="seed of any random choice (0)")
+        q.add_argument("--out", help=f"output directory (default out/whatif-{name})")
+        q.add_argument("--master", help="Spark master URL")
+        if name == "fail":
+            which = q.add_mutually_exclusive_group(required=True)
+            which.add_argument("--brokers", type=_ids, help="broker ids, e.g. 1,2")
+            which.add_argument("--rack", help="every broker of this rack")
+            which.add_argument("--any", type=_positive, metavar="K", help="any K brokers")
+            q.add_argument(
+                "--samples", type=_positive, default=1000, help="K-subsets evaluated (1000)"
+            )
+        elif name == "decommission":
+            q.add_argument("--brokers", type=_ids, required=True, help="broker ids, e.g. 1,2")
+        elif name == "roll":
+            q.add_argument(
+                "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
+            )
+        elif name == "scale-out":
+            q.add_argument("--add", type=_positive, required=True, help="new brokers")
+            q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
+        elif name == "audit":
+            q.add_argument("plan", help="a Kafka reassignment JSON file")
+
+
+def _options(args: argparse.Namespace) -> Any:
+    q = args.question
+    if q == "fail":
+        return FailOptions(args.brokers, args.rack, args.any, args.samples, args.seed)
+    if q == "decommission":
+        return DecommissionOptions(args.brokers, args.seed)
+    if q == "roll":
+        by_rack = args.batch == "rack"
+        return RollOptions(None if by_rack else int(args.batch), by_rack)
+    if q == "scale-out":
+        racks = None if args.racks is None else tuple(r.strip() for r in args.racks.split(","))
+        if racks is not None and len(racks) != args.add:
+            raise WhatIfInputError(
+                f"--racks names {len(racks)} rack(s) for --add {args.add} broker(s) — give one "
+                "rack per new broker, in id order"
+            )
+        return ScaleOutOptions(args.add, racks, args.seed)
+    if q == "rebalance":
+        return ScaleOutOptions(0, None, args.seed)
+    if q == "leaders":
+        return LeadersOptions()
+    if q == "exposure":
+        return ExposureOptions(args.seed)
+    return AuditOptions(Path(args.plan))
+
+
+def _zk_options(args: argparse.Namespace) -> Any:
+    from whatif.zookeeper import ZkOptions
+
+    auth = ()
+    if args.zk_auth is not None:
+        if ":" not in args.zk_auth:
+            raise WhatIfInputError("--zk-auth must be USER:PASSWORD (ZooKeeper digest auth)")
+        auth = (("digest", args.zk_auth),)
+    tls = any(x is not None for x in (args.zk_ca, args.zk_cert, args.zk_key))
+    return ZkOptions(
+        auth_data=auth, use_ssl=tls, certfile=args.zk_cert, keyfile=args.zk_key, ca=args.zk_ca
+    )
+
+
+def question_function(name: str) -> Callable[..., Any]:
+    module, function, _ = QUESTIONS[name]
+    return getattr(importlib.import_module(module), function)
+
+
+def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """Answer the question of ``args`` and write its outputs; (out, the summary lines)."""
+    from spark_app.session import get_spark
+    from whatif.answer import write_answer
+    from whatif.sources import load_cluster
+
+    options = _options(args)
+    spark = get_spark(args.master)
+    cluster = load_cluster(
+        spark,
+        describe=args.describe,
+        zk=args.zk,
+        run=args.run,
+        scenario=args.scenario,
+        rack_map=args.rack_map,
+        sizes=args.sizes,
+        config=args.config,
+        zk_options=_zk_options(args),
+    )
+    answer = question_function(args.question)(spark, cluster, options)
+    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
+    write_answer(out, answer, cluster.source)
+    return out, answer.lines

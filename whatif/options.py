@@ -1,0 +1,58 @@
+"""The options of each what-if question, as the command line gives them (``spark_app.cli``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FailOptions:
+    """``fail``: exactly one of ``brokers``, ``rack`` or ``any_k``; ``samples`` bounds the
+    K-subsets evaluated (all of them when there are at most that many, else that many random
+    ones drawn with ``seed``)."""
+
+    brokers: tuple[int, ...] | None = None
+    rack: str | None = None
+    any_k: int | None = None
+    samples: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DecommissionOptions:
+    brokers: tuple[int, ...]
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RollOptions:
+    """``roll``: batches of ``batch`` brokers, or one rack at a time when ``by_rack``."""
+
+    batch: int | None = None
+    by_rack: bool = False
+
+
+@dataclass(frozen=True)
+class ScaleOutOptions:
+    """``scale-out --add N [--racks a,b,…]``; ``rebalance`` is ``add=0``. New brokers take
+    the ids after the highest existing one, in order; ``racks`` gives theirs in that order."""
+
+    add: int = 0
+    racks: tuple[str, ...] | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LeadersOptions:
+    pass
+
+
+@dataclass(frozen=True)
+class ExposureOptions:
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    plan: Path

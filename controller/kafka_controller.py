@@ -275,13 +275,13 @@ class KafkaController:
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
         ctx.load(compact)
         snapshot.release()  # generation 0 holds the rows now
-        held = None if ctx.deletion.topics_to_be_deleted else c.held_rows()
-        if held is not None:
-            # The failover's steps run on the driver: its own, then the reassignments'.
+        if c.held_rows() is not None:
+            # The failover's steps run on the driver: its own, the reassignments', the deletions'.
             step = c.driver_step("failover")
             assert step is not None
             rb.on_controller_failover(step, c.row_view(), c.unclean_rule(), ctx.deleting)
             self.reassignments.resume_reassignments()
+            self.deletion.resume("failover")  # tryTopicDeletion
             self.elections.schedule_auto_rebalance()
             return
         compact = c.table()

@@ -15,19 +15,23 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.handlers import brokers as hb
+from controller.handlers import deletion as hd
 from controller.handlers import election as he
 from controller.handlers import isr as hi
 from controller.handlers import reassignment as hr
 from controller.handlers import reassignment_plans as rp
 from controller.handlers import topics as ht
 from controller.row_handlers import brokers as rb
+from controller.row_handlers import deletion as rd
 from controller.row_handlers import election as re_
 from controller.row_handlers import isr as ri
 from controller.row_handlers import reassignment as rr
 from controller.row_handlers import topics as rt
 from controller.row_handlers.event_rows import EventRows
+from controller.topic_deletion_state import TopicDeletionState
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import in_partitions
 from statemachines.compact_rows import CompactRow
 from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.local_rows import local_frame
@@ -330,3 +334,52 @@ def test_topic_znode_json_matches_spark(spark: SparkSession) -> None:
     )  # fmt: skip
     (want,) = topic_znode_json(public.coalesce(1)).collect()
     assert rr.topic_znode_json(rows) == want["json"]
+
+
+@SETTINGS
+@given(tables(), st.data())
+def test_topic_deletion_steps(spark: SparkSession, table: tuple, data: st.DataObject) -> None:
+    """Each ``TopicDeletionManager`` entry point against its twin, from random deletion sets:
+    the rows (completed topics' removed), counters, per-topic facts and StopReplica counts."""
+    batch, states = table
+    frame, rows = _frame(spark, batch, states)
+    view, row_view = _views(batch)
+    topics = sorted({r.topic_index for r in rows})
+    queued = data.draw(st.sets(st.sampled_from(topics), min_size=1))
+    started = data.draw(st.sets(st.sampled_from(sorted(queued))))
+    ineligible = data.draw(st.sets(st.sampled_from(sorted(queued))))
+
+    def deletion_state() -> TopicDeletionState:
+        return TopicDeletionState(True, set(queued), set(started), set(ineligible))
+
+    brokers = sorted({r for p in batch.parts for r in p.replicas})
+    spark_manager = hd.TopicDeletionManager(deletion_state())
+    row_manager = rd.RowTopicDeletionManager(deletion_state())
+    step = _step(rows)
+    kind = data.draw(st.sampled_from(["resume", "started", "offline", "response"]))
+    if kind == "resume":
+        out = spark_manager.resume_deletions(frame, view)
+        result = row_manager.resume_deletions(step, row_view)
+    elif kind == "started":
+        new = data.draw(st.sets(st.sampled_from(brokers)))
+        out = spark_manager.on_brokers_started(frame, BrokerSet.of(new), view)
+        result = row_manager.on_brokers_started(step, new, row_view)
+    elif kind == "offline":
+        dead = BrokerSet.of(data.draw(st.sets(st.sampled_from(brokers))))
+        out = spark_manager.fail_replica_deletion(frame, lambda b, _k: dead.contains(b), view)
+        result = row_manager.fail_replica_deletion(step, lambda _r, b: b in dead.ids, row_view)
+    else:
+        broker = data.draw(st.sampled_from(brokers))
+        keys = [r.key for r in rows]
+        bad = data.draw(st.none() | st.sets(st.sampled_from(keys)))
+        failed = None if bad is None else (lambda _b, _k: in_partitions(bad))
+        out = spark_manager.on_stop_replica_response(frame, broker, failed, view)
+        result = row_manager.on_stop_replica_response(step, broker, bad, row_view)
+    assert out is not None and result is not None
+    counters = (hd.STOP_REPLICA_DELETES, hd.ISR_SHRINKS)
+    _same(out.partitions, step, counters)
+    assert set(step.rows) == {(r[0], r[1]) for r in out.partitions.select(*rp.KEY).collect()}
+    facts = sorted((r.asDict() for r in out.topics.collect()), key=lambda f: f[s.TOPIC_INDEX])
+    assert result.topics == facts
+    stops = {r[s.BROKER]: r[hd.STOP_REPLICA_DELETES] for r in out.stop_replica.collect()}
+    assert result.stop_replica == stops

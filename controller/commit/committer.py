@@ -269,13 +269,11 @@ class Committer:
         return lambda row: row.topic_index in enabled
 
     def admin_work_in_flight(self) -> bool:
-        """Work the driver path cannot take is in flight: a topic deletion (its steps have no
-        driver path yet), or a reassignment on a table the driver does not hold (its
-        completion or restart reads every row). The events that may run those steps stay in
-        Spark."""
-        if self.ctx.deletion.topics_to_be_deleted:
-            return True
-        return bool(self.reassigning_partitions()) and self.held_rows() is None
+        """A topic deletion or a reassignment is in flight on a table the driver does not
+        hold: their steps (a deletion's per-topic decisions, a reassignment's completion or
+        restart) read every row, so the events that may run them stay in Spark."""
+        admin = self.ctx.deletion.topics_to_be_deleted or self.reassigning_partitions()
+        return bool(admin) and self.held_rows() is None
 
     def unclean_column(self) -> Column:
         """Per-row effective unclean.leader.election.enable: topic config over broker default."""

@@ -221,6 +221,8 @@ class DriverPath:
         )
         now = [row for _, row in diff.changed]
         was = [old for old, _ in diff.changed if old is not None]
+        # A completed topic deletion's rows are gone: they leave the counts.
+        was += [row for key, row in before.items() if key not in step.rows]
         if self._broker_counts is not None:
             self._broker_counts.move(was, now)
         if step.scope is None:

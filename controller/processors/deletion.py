@@ -15,6 +15,8 @@ from pyspark.sql import DataFrame
 from controller.events import controller_events as ev
 from controller.handlers import deletion as hd
 from controller.processors.parts import ControllerParts
+from controller.row_handlers.deletion import DeletionResult, RowTopicDeletionManager
+from controller.row_handlers.event_rows import EventRows
 from controller.zk.kafka_zk_client import fenced_delete, topic_znode_paths
 from controller.zk.paths import DELETE_TOPICS, DeleteTopicZNode
 from statemachines import schemas as s
@@ -38,6 +40,15 @@ class DeletionEvents:
         """The bulk entry points over the context's deletion sets (which a resignation
         replaces)."""
         return hd.TopicDeletionManager(self.ctx.deletion)
+
+    def driver_step(self, label: str) -> tuple[RowTopicDeletionManager, EventRows] | None:
+        """The deletion step's rows on the driver, when it holds the whole table (a step
+        decides per topic from every row of the queued topics), with the manager over them."""
+        if self.committer.held_rows() is None:
+            return None
+        step = self.committer.driver_step(label, extra=(hd.STOP_REPLICA_DELETES,))
+        assert step is not None, "the driver holds the table"
+        return RowTopicDeletionManager(self.ctx.deletion), step
 
     def delete_topics_watch(self, _: Any) -> None:
         self.put(ev.TopicDeletion())
@@ -67,6 +78,11 @@ class DeletionEvents:
             self.broker_id,
             sorted(requested - unknown),
         )
+        if on_driver := self.driver_step("TopicDeletion"):
+            rows, step = on_driver
+            view = self.committer.row_view()
+            self.finish(rows.enqueue_topics_for_deletion(step, queued, view))
+            return
         step = self.manager.enqueue_topics_for_deletion(self._table(), queued, ctx.view())
         self.apply(step, "TopicDeletion")
 
@@ -76,15 +92,23 @@ class DeletionEvents:
         if not self.is_active():
             return
         ctx = self.ctx
-        failed: hd.ReplicaPredicate | None
-        if event.error != "NONE":
-            failed = None  # a top-level error fails every replica of the request
-        else:
+        if not ctx.deletion.topics_to_be_deleted:
+            return  # nothing queued: the response changes nothing (Kafka's guard)
+        bad = None  # a top-level error fails every replica of the request
+        if event.error == "NONE":
             bad = {
                 (ctx.topics[tp.topic].index, tp.partition)
                 for tp, error in event.partition_errors.items()
                 if error != "NONE" and tp.topic in ctx.topics
             }
+        label = "TopicDeletionStopReplicaResponseReceived"
+        if on_driver := self.driver_step(label):
+            rows, step = on_driver
+            view = self.committer.row_view()
+            self.finish(rows.on_stop_replica_response(step, event.replica_id, bad, view))
+            return
+        failed: hd.ReplicaPredicate | None = None
+        if bad is not None:
             keys = in_partitions(bad)
             failed = lambda _b, _k: keys  # noqa: E731
         step = self.manager.on_stop_replica_response(
@@ -100,23 +124,41 @@ class DeletionEvents:
         if queued:
             ctx.deletion.queue(ctx.topic_indices(queued))
 
+    # A queued deletion is what makes each of these a step (the managers return one then).
     def resume(self, label: str) -> None:
-        if self.ctx.deletion.topics_to_be_deleted:
-            self.apply(self.manager.resume_deletions(self._table(), self.ctx.view()), label)
+        if not self.ctx.deletion.topics_to_be_deleted:
+            return
+        if on_driver := self.driver_step(label):
+            rows, step = on_driver
+            self.finish(rows.resume_deletions(step, self.committer.row_view()))
+            return
+        self.apply(self.manager.resume_deletions(self._table(), self.ctx.view()), label)
 
     def on_replicas_offline(self, dead: BrokerSet, label: str) -> None:
         """onReplicasBecomeOffline: failReplicaDeletion for the replicas of ``dead``."""
-        if self.ctx.deletion.topics_to_be_deleted:
-            step = self.manager.fail_replica_deletion(
-                self._table(), lambda b, _k: dead.contains(b), self.ctx.view()
-            )
-            self.apply(step, label)
+        if not self.ctx.deletion.topics_to_be_deleted:
+            return
+        if on_driver := self.driver_step(label):
+            rows, step = on_driver
+            view = self.committer.row_view()
+            self.finish(rows.fail_replica_deletion(step, lambda _r, b: b in dead.ids, view))
+            return
+        step = self.manager.fail_replica_deletion(
+            self._table(), lambda b, _k: dead.contains(b), self.ctx.view()
+        )
+        self.apply(step, label)
 
     def on_brokers_started(self, started: BrokerSet, label: str) -> None:
         """resumeDeletionForTopics for the topics with replicas on ``started``."""
-        if self.ctx.deletion.topics_to_be_deleted:
-            step = self.manager.on_brokers_started(self._table(), started, self.ctx.view())
-            self.apply(step, label)
+        if not self.ctx.deletion.topics_to_be_deleted:
+            return
+        if on_driver := self.driver_step(label):
+            rows, step = on_driver
+            view = self.committer.row_view()
+            self.finish(rows.on_brokers_started(step, started.ids, view))
+            return
+        step = self.manager.on_brokers_started(self._table(), started, self.ctx.view())
+        self.apply(step, label)
 
     def _table(self) -> DataFrame:
         """Every row, settled: a deletion step reads its rows twice (its per-topic facts, then
@@ -124,15 +166,25 @@ class DeletionEvents:
         return self.committer.table(settled=True)
 
     def apply(self, step: hd.DeletionStep | None, label: str) -> None:
-        """Stage a deletion step, update the manager's sets, finish completed topics, and hand
-        each StopReplica(delete=true) batch to its broker (who answers on the queue)."""
+        """Stage a deletion step and collect its per-topic facts and StopReplica counts
+        (``_after``)."""
         if step is None:
             return
-        ctx = self.ctx
         self.committer.stage(step.partitions, label, extra=(hd.STOP_REPLICA_DELETES,))
         topics, stop_replica = self.committer.read(step.topics, step.stop_replica)
         facts = [r.asDict() for r in topics]
         stops = {int(r[s.BROKER]): int(r[hd.STOP_REPLICA_DELETES]) for r in stop_replica}
+        self._after(facts, stops)
+
+    def finish(self, result: DeletionResult | None) -> None:
+        """``apply`` for a step the driver path took (its rows are already the step's)."""
+        if result is not None:
+            self._after(result.topics, result.stop_replica)
+
+    def _after(self, facts: list[dict[str, Any]], stops: dict[int, int]) -> None:
+        """Update the manager's sets, finish completed topics, and hand each
+        StopReplica(delete=true) batch to its broker (who answers on the queue)."""
+        ctx = self.ctx
         done = ctx.deletion.commit_facts(facts)
         if done:
             names = set(ctx.topic_names(done))

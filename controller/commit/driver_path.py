@@ -198,7 +198,7 @@ class DriverPath:
         writes = diff.state_writes(event.names) if event.write_zk else []
         if writes and self.store.write_state_rows(writes, ctx.epoch_zk_version):
             log.warning("some partition-state writes failed")
-        written = StateWrites(len(diff.changed), sum(w[-1] for w in writes))
+        written = StateWrites(diff.partitions, sum(w[-1] for w in writes))
         requests = diff.requests(view.live_or_shutting_down.ids, ctx.deleting)
         counters = dict(event.counters)
         if step.batch > 0:  # a state machine ran: its refused transitions are counted
@@ -221,8 +221,7 @@ class DriverPath:
         )
         now = [row for _, row in diff.changed]
         was = [old for old, _ in diff.changed if old is not None]
-        # A completed topic deletion's rows are gone: they leave the counts.
-        was += [row for key, row in before.items() if key not in step.rows]
+        was += diff.removed  # a completed topic deletion's rows leave the counts
         if self._broker_counts is not None:
             self._broker_counts.move(was, now)
         if step.scope is None:

@@ -18,16 +18,20 @@ from controller.zk.kazoo_bulk import StateRow
 from statemachines import reference_requests as rr
 from statemachines import reference_state_change_log as rl
 from statemachines.compact_rows import CompactRow
+from statemachines.replica_states import ReplicaState
 from statemachines.schemas import NO_ZK_VERSION
+from statemachines.state_change_trail import encode
 
 Key = tuple[int, int]
 
 
 @dataclass(frozen=True)
 class RowDiff:
-    """The rows an event changed: each as it was (None: created) and as it is."""
+    """The rows an event changed: each as it was (None: created) and as it is, and the rows it
+    removed (a completed topic deletion), as they were."""
 
     changed: list[tuple[CompactRow | None, CompactRow]]
+    removed: list[CompactRow]
 
     @classmethod
     def of(cls, before: Mapping[Key, CompactRow], after: Mapping[Key, CompactRow]) -> RowDiff:
@@ -36,7 +40,13 @@ class RowDiff:
             old = before.get(key)
             if old is None or old.values() != row.values():
                 changed.append((old, row))
-        return cls(changed)
+        removed = [row for key, row in sorted(before.items()) if key not in after]
+        return cls(changed, removed)
+
+    @property
+    def partitions(self) -> int:
+        """The partitions the event changed or removed (the Spark diff's rows)."""
+        return len(self.changed) + len(self.removed)
 
     def state_writes(self, names: Mapping[int, str]) -> list[StateRow]:
         """The partition-state znodes to write: rows whose ``zk_version`` moved."""
@@ -65,7 +75,13 @@ class RowDiff:
                 row.trail,
             )
             for old, row in self.changed
-        ]
+        ] + [
+            rr.ChangedRow(
+                old.topic_index, old.partition, (), _leadership(None), _leadership(old),
+                removed_trail(old), removed=True,
+            )
+            for old in self.removed
+        ]  # fmt: skip
 
     def requests(
         self, live_or_shutting_down: Collection[int], deleting: Collection[int]
@@ -80,6 +96,23 @@ def _leadership(row: CompactRow | None) -> rr.Leadership:
     if row is None:
         return rr.Leadership(None, None, None, ())
     return rr.Leadership(row.leader, row.leader_epoch, row.zk_version, row.isr)
+
+
+def removed_trail(row: CompactRow) -> tuple[int, ...]:
+    """completeDeleteTopic's transitions of a partition the event removed, from its committed
+    row (``controller.commit.transitions.event_trail``'s): replicas whose StopReplica answer
+    came in this event succeed first, then every replica goes. They send no request: their
+    batch does not matter."""
+    started, done = ReplicaState.ReplicaDeletionStarted, ReplicaState.ReplicaDeletionSuccessful
+    gone = int(ReplicaState.NonExistentReplica)
+    present = [
+        (r, st)
+        for r, st in zip(row.replicas, row.replica_states, strict=True)
+        if st != ReplicaState.NonExistentReplica
+    ]
+    succeeded = [encode(r, int(started), int(done), 0) for r, st in present if st == started]
+    removed = [encode(r, int(done if st == started else st), gone, 0) for r, st in present]
+    return (*succeeded, *removed)
 
 
 def error_lines(

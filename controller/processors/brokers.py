@@ -142,8 +142,9 @@ class BrokerEvents:
     def driver_step(
         self, label: str, extra: tuple[str, ...] = (), scope: Scope | None = None
     ) -> EventRows | None:
-        """The event's rows on the driver (``Committer.driver_step``) while no deletion or
-        reassignment is in flight: the steps for those have no driver path yet."""
+        """The event's rows on the driver (``Committer.driver_step``) unless a deletion or a
+        reassignment is in flight on a table the driver does not hold (the event's deletion
+        and reassignment steps would read every row)."""
         if self.committer.admin_work_in_flight():
             return None
         return self.committer.driver_step(label, extra, scope=scope)

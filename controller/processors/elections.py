@@ -84,8 +84,8 @@ class ElectionEvents:
 
     def driver_step(self, label: str, keys: set[tuple[int, int]] | None = None) -> EventRows | None:
         """The event's rows on the driver (``Committer.driver_step``; ``keys``: the only rows
-        it may touch) while no deletion or reassignment is in flight (their partitions'
-        elections have no driver path yet)."""
+        it may touch) unless a deletion or a reassignment is in flight on a table the driver
+        does not hold (``Committer.admin_work_in_flight``)."""
         if self.committer.admin_work_in_flight():
             return None
         return self.committer.driver_step(label, scope=None if keys is None else Scope.named(keys))

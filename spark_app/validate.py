@@ -8,12 +8,14 @@ final table after the run (a violation there is the emulation's: ``summary.json`
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from statemachines import reference_validation
 from statemachines import schemas as s
 from statemachines.validation import FIXES, KINDS, model_violations
 
@@ -74,20 +76,41 @@ def find_violations(
     return dict(sorted(found.items())), sorted(shown)
 
 
+def find_row_violations(
+    rows: Iterable[Mapping[str, Any]],
+    known_brokers: Collection[int] | None = None,
+    max_width: int | None = None,
+) -> tuple[dict[str, int], list[Example]]:
+    """``find_violations`` of rows held on the driver (``reference_validation``)."""
+    bad = reference_validation.model_violations(rows, known_brokers, max_width)
+    counts = Counter(kind for _, _, kinds in bad for kind in kinds)
+    return dict(sorted(counts.items())), bad[:SHOWN_ROWS]
+
+
 def validate_partitions(
-    partitions: DataFrame,
+    partitions: DataFrame | list[Mapping[str, Any]],
     known_brokers: Collection[int] | None = None,
     max_width: int | None = None,
 ) -> None:
-    """Raise ``ClusterModelError`` with counts per kind and the first offending rows (one action)."""
-    found, shown = find_violations(partitions, known_brokers, max_width)
+    """Raise ``ClusterModelError`` with counts per kind and the first offending rows (one
+    action; none for rows held on the driver)."""
+    if isinstance(partitions, list):
+        found, shown = find_row_violations(partitions, known_brokers, max_width)
+    else:
+        found, shown = find_violations(partitions, known_brokers, max_width)
     if found:
         raise ClusterModelError(found, shown)
 
 
-def violations_json(partitions: DataFrame, known_brokers: Collection[int]) -> dict[str, Any]:
-    """``find_violations`` as ``{"counts": {kind: n}, "examples": [{topic, partition, violations}]}``."""
-    found, shown = find_violations(partitions, known_brokers)
+def violations_json(
+    partitions: DataFrame | list[Mapping[str, Any]], known_brokers: Collection[int]
+) -> dict[str, Any]:
+    """``find_violations`` as ``{"counts": {kind: n}, "examples": [{topic, partition, violations}]}``
+    (of rows held on the driver when given a list)."""
+    if isinstance(partitions, list):
+        found, shown = find_row_violations(partitions, known_brokers)
+    else:
+        found, shown = find_violations(partitions, known_brokers)
     return {
         "counts": found,
         "examples": [{"topic": t, "partition": p, "violations": v} for t, p, v in shown],

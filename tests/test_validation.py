@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from spark_app.validate import ClusterModelError, validate_partitions
+from spark_app.validate import (
+    ClusterModelError,
+    find_row_violations,
+    find_violations,
+    validate_partitions,
+)
+from statemachines import reference_validation
 from statemachines import schemas as s
 from statemachines.validation import FIXES, model_violations
 
@@ -81,3 +89,34 @@ def test_validate_shows_at_most_twenty_rows_but_counts_all(spark: SparkSession) 
 
 def test_valid_table_passes(spark: SparkSession) -> None:
     validate_partitions(spark.createDataFrame([GOOD], s.PARTITIONS_SCHEMA), KNOWN, 3)
+
+
+_ids = st.integers(-2, 6)
+_rows = st.tuples(
+    st.sampled_from(["t", "u"]),
+    st.integers(0, 2),
+    st.lists(_ids, max_size=4),
+    st.lists(_ids, max_size=2),
+    st.lists(_ids, max_size=2),
+    st.lists(_ids, max_size=4),
+    _ids,
+    st.integers(-1, 2),
+    st.integers(-3, 2),
+    st.integers(-1, 2),
+    st.sampled_from(["OnlinePartition", "OfflinePartition", "NewPartition", "Online"]),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_rows, max_size=8), st.booleans())
+def test_driver_rows_get_the_same_violations(spark: SparkSession, rows: list, known: bool) -> None:
+    """The plain-Python checks (``reference_validation``) against the Spark ones."""
+    known_brokers = KNOWN if known else None
+    df = spark.createDataFrame(rows, s.PARTITIONS_SCHEMA)
+    want = sorted(
+        (r.topic, r.partition, list(r.violations))
+        for r in model_violations(df, known_brokers, 3).collect()
+    )
+    dicts = [dict(zip(s.PARTITIONS_SCHEMA.names, r, strict=True)) for r in rows]
+    assert reference_validation.model_violations(dicts, known_brokers, 3) == want
+    assert find_violations(df, known_brokers, 3) == find_row_violations(dicts, known_brokers, 3)

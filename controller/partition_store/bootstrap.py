@@ -16,7 +16,8 @@ leader is a registered broker, else ``OfflinePartition`` (Kafka's startup initia
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,8 @@ from statemachines.schemas import (
 from statemachines.schemas import (
     CONTROLLER_EPOCH as CONTROLLER_EPOCH_COL,
 )
+
+log = logging.getLogger(__name__)
 
 _NO_STATE_ZNODE = ("NewPartition", "NonExistentPartition")
 
@@ -111,6 +114,25 @@ def topic_znode_json(df: DataFrame) -> DataFrame:
     )
 
 
+def topic_znode_payload(
+    partitions: Iterable[tuple[int, Sequence[int], Sequence[int], Sequence[int]]],
+) -> str:
+    """A topic's ``/brokers/topics/<t>`` payload (version 3) from (partition, replicas, adding,
+    removing) in partition order: ``topic_znode_json``'s JSON, byte for byte, with no job."""
+    entries = list(partitions)
+
+    def mapping(lists: Iterable[tuple[int, Sequence[int]]]) -> str:
+        return ",".join(f'"{p}":[{",".join(map(str, rs))}]' for p, rs in lists)
+
+    replicas = mapping((p, r) for p, r, _, _ in entries)
+    adding = mapping((p, a) for p, _, a, _ in entries if a)
+    removing = mapping((p, m) for p, _, _, m in entries if m)
+    return (
+        f'{{"version":3,"partitions":{{{replicas}}},"adding_replicas":{{{adding}}},'
+        f'"removing_replicas":{{{removing}}}}}'
+    )
+
+
 def _chunked_multi(client: ZkClient, ops: Iterable[tuple[str, bytes]], max_bytes: int) -> None:
     batch: list[tuple[str, bytes]] = []
     size = 0
@@ -139,8 +161,11 @@ def bootstrap_cluster(
     partitions: DataFrame,
     store: PartitionStateStore,
     max_bytes: int = 512 * 1024,
-) -> DataFrame:
-    """Write ``brokers`` and ``partitions`` in Kafka's layout; returns the state rows not written."""
+    rows: Sequence[Mapping[str, Any]] | None = None,
+) -> DataFrame | None:
+    """Write ``brokers`` and ``partitions`` in Kafka's layout; returns the state rows not
+    written. ``rows``: the partitions collected on the driver (a small cluster), written with
+    no Spark job (failed state rows are then logged, not returned)."""
     check_partitions(partitions)
     for path in PERSISTENT_PATHS:
         client.ensure_path(path)
@@ -151,6 +176,9 @@ def bootstrap_cluster(
         client.create(
             BrokerIdZNode.path(broker_id), BrokerIdZNode.encode(registration), ephemeral=True
         )
+    if rows is not None:
+        _bootstrap_rows(client, rows, store, max_bytes)
+        return None
     topics = topic_znode_json(partitions).toLocalIterator(True)
     _chunked_multi(client, ((TopicZNode.path(r[0]), r[1].encode()) for r in topics), max_bytes)
     epoch_version = client.exists(CONTROLLER_EPOCH).version  # type: ignore[union-attr]
@@ -159,6 +187,35 @@ def bootstrap_cluster(
         F.lit(NEW_PARTITION_VERSION).alias(ZK_VERSION),
     )  # fmt: skip
     return store.write_states(with_state, epoch_version)
+
+
+def _bootstrap_rows(
+    client: ZkClient, rows: Sequence[Mapping[str, Any]], store: PartitionStateStore, max_bytes: int
+) -> None:
+    """``bootstrap_cluster``'s topic and state znodes from rows held on the driver."""
+    by_topic: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: (r[TOPIC], r[PARTITION])):
+        by_topic.setdefault(r[TOPIC], []).append(r)
+    payloads = (
+        (
+            TopicZNode.path(topic),
+            topic_znode_payload(
+                (r[PARTITION], r[REPLICAS], r[ADDING_REPLICAS], r[REMOVING_REPLICAS]) for r in rs
+            ).encode(),
+        )
+        for topic, rs in sorted(by_topic.items())
+    )
+    _chunked_multi(client, payloads, max_bytes)
+    epoch_version = client.exists(CONTROLLER_EPOCH).version  # type: ignore[union-attr]
+    states = [
+        (r[TOPIC], r[PARTITION], r[LEADER], r[LEADER_EPOCH], list(r[ISR]),
+         r[CONTROLLER_EPOCH_COL], NEW_PARTITION_VERSION, 1)
+        for r in rows
+        if r[STATE] not in _NO_STATE_ZNODE
+    ]  # fmt: skip
+    failed = store.write_state_rows(states, epoch_version)
+    if failed:
+        log.warning("%d partition-state znodes were not written: %s", len(failed), failed[:5])
 
 
 def _assignments(client: ZkClient, spark: SparkSession) -> Assignments:

@@ -28,6 +28,7 @@ from controller.handlers.reassignment_plans import (
     NONE,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from controller.partition_store.bootstrap import topic_znode_payload
 from controller.row_handlers.event_rows import EventRows, Key
 from statemachines import state_change_trail as trail
 from statemachines.compact_rows import CompactRow
@@ -79,18 +80,10 @@ def _trs_in_isr(row: CompactRow) -> bool:
 
 
 def topic_znode_json(rows: Sequence[CompactRow]) -> str:
-    """A topic's ``/brokers/topics/<t>`` payload (version 3) from its rows in partition order:
-    ``bootstrap.topic_znode_json``'s JSON, byte for byte."""
-
-    def mapping(lists: Iterable[tuple[int, Sequence[int]]]) -> str:
-        return ",".join(f'"{p}":[{",".join(map(str, rs))}]' for p, rs in lists)
-
-    partitions = mapping((r.partition, r.replicas) for r in rows)
-    adding = mapping((r.partition, a) for r in rows if (a := positions(r.adding_mask, r)))
-    removing = mapping((r.partition, m) for r in rows if (m := positions(r.removing_mask, r)))
-    return (
-        f'{{"version":3,"partitions":{{{partitions}}},"adding_replicas":{{{adding}}},'
-        f'"removing_replicas":{{{removing}}}}}'
+    """A topic's ``/brokers/topics/<t>`` payload from its rows in partition order."""
+    return topic_znode_payload(
+        (r.partition, r.replicas, positions(r.adding_mask, r), positions(r.removing_mask, r))
+        for r in rows
     )
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from controller.partition_store import bootstrap_cluster, read_cluster
+from controller.partition_store.bootstrap import topic_znode_json
 from controller.zk.models import BrokerRegistration
 from controller.zk.paths import PERSISTENT_PATHS, PartitionStateZNode, TopicZNode
 from statemachines.schemas import PARTITIONS_SCHEMA
@@ -42,12 +45,21 @@ def _broker(i: int) -> BrokerRegistration:
     )
 
 
-def test_bootstrap_writes_kafka_layout_and_read_cluster_restores_it(zk, spark) -> None:
+@pytest.mark.parametrize("on_driver", [False, True], ids=["spark", "driver"])
+def test_bootstrap_writes_kafka_layout_and_read_cluster_restores_it(zk, spark, on_driver) -> None:
+    """The same tree whether Spark writes it or the driver does (a small cluster's rows)."""
     client = zk.client()
     partitions = spark.createDataFrame(ROWS, PARTITIONS_SCHEMA)
     brokers = {1: _broker(1), 2: _broker(2)}
     store = zk.state_store(client)
-    assert bootstrap_cluster(client, brokers, partitions, store).count() == 0
+    if on_driver:
+        rows = [r.asDict() for r in partitions.collect()]
+        assert bootstrap_cluster(client, brokers, partitions, store, rows=rows) is None
+    else:
+        assert bootstrap_cluster(client, brokers, partitions, store).count() == 0
+    spark_json = {r[0]: r[1] for r in topic_znode_json(partitions.coalesce(1)).collect()}
+    for topic, payload in spark_json.items():
+        assert client.get(TopicZNode.path(topic))[0] == payload.encode()
 
     for path in PERSISTENT_PATHS:
         assert client.exists(path) is not None

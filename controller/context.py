@@ -18,6 +18,7 @@ from controller.commit.generations import Generations
 from controller.topic_deletion_state import TopicDeletionState
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.compact_rows import CompactRow
 from statemachines.local_rows import local_frame
 
 
@@ -226,6 +227,10 @@ class ControllerContext:
     def load(self, table: DataFrame) -> None:
         """Install ``table`` (what ZooKeeper holds, read at failover) as generation 0."""
         self.table.load(table)
+
+    def load_rows(self, rows: dict[tuple[int, int], CompactRow]) -> None:
+        """``load`` for rows read on the driver (a small cluster): no Spark job."""
+        self.table.load_rows(rows)
 
     def reset(self) -> None:
         """Kafka's context reset on resignation: epoch 0, every map emptied."""

@@ -26,7 +26,7 @@ from controller.context import ControllerContext, LiveBroker
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.handlers import brokers as hb
-from controller.partition_store import PartitionStateStore, read_cluster
+from controller.partition_store import PartitionStateStore, read_cluster, read_cluster_rows
 from controller.processors.brokers import BrokerEvents
 from controller.processors.deletion import DeletionEvents
 from controller.processors.elections import ElectionEvents
@@ -45,7 +45,9 @@ from controller.zk.kafka_zk_client import (
 )
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
+from statemachines.compact_rows import CompactRow
 from statemachines.layout import to_compact
+from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ISR_WRITES, ReplicaState
 from statemachines.replica_states import handle_state_changes as replica_changes
 
@@ -243,38 +245,80 @@ class KafkaController:
         self.ctx.reset()
 
     # -- failover (spec §3.3) ------------------------------------------------------------------
+    def _loaded_rows(
+        self, partitions: list[dict[str, Any]], online: frozenset[int]
+    ) -> dict[tuple[int, int], CompactRow]:
+        """The compact rows of a small cluster read on the driver, with §6.4's replica states:
+        online replicas are OnlineReplica, the others ReplicaDeletionIneligible."""
+        rows = {}
+        for r in partitions:
+            replicas = tuple(r[s.REPLICAS])
+
+            def mask(members: list[int], replicas: tuple[int, ...] = replicas) -> int:
+                return sum(1 << k for k, b in enumerate(replicas) if b in members)
+
+            row = CompactRow(
+                topic_index=self.ctx.topics[r[s.TOPIC]].index,
+                partition=r[s.PARTITION],
+                replicas=replicas,
+                isr=tuple(r[s.ISR]),
+                replica_states=tuple(
+                    ReplicaState.OnlineReplica
+                    if b in online
+                    else ReplicaState.ReplicaDeletionIneligible
+                    for b in replicas
+                ),
+                adding_mask=mask(r[s.ADDING_REPLICAS]),
+                removing_mask=mask(r[s.REMOVING_REPLICAS]),
+                leader=r[s.LEADER],
+                leader_epoch=r[s.LEADER_EPOCH],
+                zk_version=r[s.ZK_VERSION],
+                controller_epoch=r[s.CONTROLLER_EPOCH],
+                state=PartitionState[r[s.STATE]],
+            )
+            rows[row.key] = row
+        return rows
+
     def on_controller_failover(self) -> None:
         ctx, c = self.ctx, self.committer
         registered = get_all_brokers(self.zk, watch=self.brokers.broker_watch)
         ctx.set_live_brokers(LiveBroker(b.id, b.rack, b.epoch) for b in registered.values())
-        snapshot = read_cluster(self.zk, self.spark, self.store)
-        for name, count in sorted(snapshot.topic_partitions.items()):
-            ctx.add_topic(name, count, topic_id=snapshot.topic_ids.get(name))
+        limit = self.settings.driver_rows
+        small = read_cluster_rows(self.zk, limit) if limit > 0 else None
+        snapshot = None if small is not None else read_cluster(self.zk, self.spark, self.store)
+        source = small if small is not None else snapshot
+        assert source is not None
+        for name, count in sorted(source.topic_partitions.items()):
+            ctx.add_topic(name, count, topic_id=source.topic_ids.get(name))
         self.topics.assign_missing_topic_ids(ctx.topics)
         self.topics.load_topic_configs()
         self.topics.register_watches()
         self.deletion.register_watch()
         self.isr.register_isr_watches()
         self.deletion.on_failover()
-        width = max(1, snapshot.width)
-        compact = to_compact(snapshot.partitions, ctx.topics_frame(), width)
         view = ctx.view()
-        # §6.4: online replicas are OnlineReplica, the others ReplicaDeletionIneligible ...
-        compact = compact.withColumns(
-            {
-                s.replica_state_col(k): F.when(
-                    F.col(s.replica_col(k)) == s.EMPTY_SLOT,
-                    F.lit(int(ReplicaState.NonExistentReplica)),
-                )
-                .when(view.online(k), F.lit(int(ReplicaState.OnlineReplica)))
-                .otherwise(F.lit(int(ReplicaState.ReplicaDeletionIneligible)))
-                .cast("byte")
-                for k in range(width)
-            }
-        )
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
-        ctx.load(compact)
-        snapshot.release()  # generation 0 holds the rows now
+        if small is not None:
+            ctx.load_rows(self._loaded_rows(small.partitions, view.live.ids))
+        else:
+            assert snapshot is not None
+            width = max(1, snapshot.width)
+            compact = to_compact(snapshot.partitions, ctx.topics_frame(), width)
+            # §6.4: online replicas are OnlineReplica, the others ReplicaDeletionIneligible ...
+            compact = compact.withColumns(
+                {
+                    s.replica_state_col(k): F.when(
+                        F.col(s.replica_col(k)) == s.EMPTY_SLOT,
+                        F.lit(int(ReplicaState.NonExistentReplica)),
+                    )
+                    .when(view.online(k), F.lit(int(ReplicaState.OnlineReplica)))
+                    .otherwise(F.lit(int(ReplicaState.ReplicaDeletionIneligible)))
+                    .cast("byte")
+                    for k in range(width)
+                }
+            )
+            ctx.load(compact)
+            snapshot.release()  # generation 0 holds the rows now
         if c.held_rows() is not None:
             # The failover's steps run on the driver: its own, the reassignments', the deletions'.
             step = c.driver_step("failover")

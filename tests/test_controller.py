@@ -221,6 +221,7 @@ def test_a_replaced_generation_frees_its_blocks_one_commit_later(
     assert _table(c)["t-0"][0] == 2
 
 
+@pytest.mark.spark_path
 def test_a_deposed_controller_frees_the_blocks_of_its_tables(
     cluster: tuple, spark: SparkSession
 ) -> None:

@@ -47,7 +47,7 @@ SCENARIO = {
 
 
 def test_topics_reassignments_isr_and_log_dirs_end_to_end(
-    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture, execution: str | None
 ) -> None:
     caplog.set_level(logging.INFO, logger="controller.commit.generation_commits")
     summary = run(spark, scenario_from_data(SCENARIO), tmp_path)
@@ -67,9 +67,10 @@ def test_topics_reassignments_isr_and_log_dirs_end_to_end(
         # Added partition; its leader 3 loses its log dir: 4 is elected from the ISR.
         2: ([3, 4, 1], [], [], [4, 1], 4, "OnlinePartition"),
     }
-    # Each move widened the table to 4 positions; each completion narrowed it back.
-    narrowed = [r for r in caplog.records if "narrows from 4 to 3" in r.getMessage()]
-    assert len(narrowed) == 2
+    if execution == "spark":
+        # Each move widened the Spark table to 4 positions; each completion narrowed it back.
+        narrowed = [r for r in caplog.records if "narrows from 4 to 3" in r.getMessage()]
+        assert len(narrowed) == 2
     assert final["topics"] == ["t"]  # "a" was deleted
     assert {r["topic"] for r in final["replicas"]} == {"t"}
     epochs = {p["partition"]: (p["leader_epoch"], p["zk_version"]) for p in final["partitions"]}

@@ -170,6 +170,16 @@ class GenerationTable:
         self.partitions = self.store.table
         self.stamped, self.diff, self.diff_totals, self._gauged = False, None, None, None
 
+    def load_rows(self, rows: dict[tuple[int, int], CompactRow]) -> None:
+        """``load`` for a table read on the driver (a small cluster's failover): generation 0
+        is held there, and its Spark frame built when something reads it."""
+        self.driver = dict(rows)
+        self._driver_width = width_of(list(rows.values()))
+        self.rows = len(rows)
+        self.generation = 0
+        self._frame_behind = True
+        self.stamped, self.diff, self.diff_totals, self._gauged = False, None, None, None
+
     @property
     def committed(self) -> DataFrame | None:
         """The last commit's rows with its per-row results (counters, errors, kept columns):

@@ -29,6 +29,7 @@ from controller.commit.gauges import lagging_positions
 from controller.commit.state_change_store import EventStateChangeLog
 from controller.context import ControllerContext
 from controller.events import controller_events as ev
+from controller.events.event_manager import ControllerEventManager
 from controller.kafka_controller import KafkaController
 from controller.partition_store import STATE_COLUMNS, Ensemble, PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
@@ -187,14 +188,26 @@ class EmulatedCluster:
         (followers due to catch up now do so, which may queue more events)."""
         for _ in range(max_rounds):
             self.zookeeper.wait_idle()
-            ran = sum(b.controller.events.run_until_idle() for b in self.running())
-            self.zookeeper.wait_idle()
+            ran = sum(self._run_queued(b.controller.events) for b in self.running())
             if ran == 0 and all(b.controller.events.queue_size == 0 for b in self.running()):
                 if not self._catch_up_due:
                     return
                 self._catch_up_due = False
                 self.catch_up()
         raise RuntimeError("the controllers did not settle")
+
+    def _run_queued(self, events: ControllerEventManager) -> int:
+        """Run a controller's queued events one at a time, delivering the watches each one
+        fired before the next: the events they queue, on any controller, then come in the
+        same order however long each event took."""
+        ran = 0
+        while (queued := events.queue_size) > 0:
+            done = events.run_until_idle(max_events=1)
+            self.zookeeper.wait_idle()
+            if done == 0 and events.queue_size >= queued:
+                break  # the manager stopped: its queue is dead
+            ran += done
+        return ran
 
     # -- what partition leaders do -------------------------------------------------------------
     def isr_change(self, topic: str, partition: int, isr: list[int]) -> None:

@@ -10,7 +10,13 @@ DataFrames.
 * ``bootstrap``: write a cluster into ZooKeeper in Kafka's layout, or read one back.
 """
 
-from controller.partition_store.bootstrap import ClusterSnapshot, bootstrap_cluster, read_cluster
+from controller.partition_store.bootstrap import (
+    ClusterRows,
+    ClusterSnapshot,
+    bootstrap_cluster,
+    read_cluster,
+    read_cluster_rows,
+)
 from controller.partition_store.ensembles import (
     EmulatedEnsemble,
     Ensemble,
@@ -34,6 +40,7 @@ __all__ = [
     "STATES_SCHEMA",
     "STATE_COLUMNS",
     "WRITES",
+    "ClusterRows",
     "ClusterSnapshot",
     "EmulatedEnsemble",
     "Ensemble",
@@ -46,4 +53,5 @@ __all__ = [
     "changed_states",
     "open_ensemble",
     "read_cluster",
+    "read_cluster_rows",
 ]

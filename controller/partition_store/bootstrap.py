@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from controller.partition_store.states import NEW_PARTITION_VERSION, PartitionStateStore
 from controller.partition_store.topic_assignments import Assignments, topic_assignments
-from controller.zk.models import BrokerRegistration
+from controller.zk.models import BrokerRegistration, TopicAssignment
 from controller.zk.paths import (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -36,6 +36,7 @@ from controller.zk.paths import (
     BrokerIdZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    PartitionStateZNode,
     TopicZNode,
 )
 from controller.zk.protocol import ZkClient
@@ -229,6 +230,67 @@ def _assignments(client: ZkClient, spark: SparkSession) -> Assignments:
             raise result
         payloads.append((path.rsplit("/", 1)[1], result[0]))
     return topic_assignments(spark, payloads)
+
+
+@dataclass(frozen=True)
+class ClusterRows:
+    """``read_cluster``'s partitions of a small cluster, read on the driver: public rows
+    (``PARTITIONS_SCHEMA``'s fields), partitions per topic, and the topic ids there are."""
+
+    partitions: list[dict[str, Any]]
+    topic_partitions: dict[str, int]
+    topic_ids: dict[str, str]
+
+
+def read_cluster_rows(client: ZkClient, limit: int) -> ClusterRows | None:
+    """``read_cluster``'s partitions when there are at most ``limit`` of them, read and decoded
+    on the driver with no Spark job; None (having decoded at most ``limit`` partitions' worth
+    of topic znodes) when there are more."""
+    topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
+    assignments: dict[str, TopicAssignment] = {}
+    total = 0
+    for path, result in client.get_many([TopicZNode.path(t) for t in topics]):
+        if isinstance(result, NoNodeError):
+            continue  # deleted meanwhile
+        if isinstance(result, Exception):
+            raise result
+        assignment = TopicZNode.decode(result[0], path)
+        total += len(assignment.partitions)
+        if total > limit:
+            return None
+        assignments[path.rsplit("/", 1)[1]] = assignment
+    live = {int(b) for b in client.get_children(BROKER_IDS)} if client.exists(BROKER_IDS) else set()
+    keys = [(t, int(p)) for t, a in assignments.items() for p in sorted(a.partitions, key=int)]
+    paths = [PartitionStateZNode.path(t, p) for t, p in keys]
+    rows = []
+    for (topic, partition), (path, result) in zip(keys, client.get_many(paths), strict=True):
+        a, name = assignments[topic], str(partition)
+        row = {
+            TOPIC: topic,
+            PARTITION: partition,
+            REPLICAS: list(a.partitions[name]),
+            ADDING_REPLICAS: list((a.adding_replicas or {}).get(name, [])),
+            REMOVING_REPLICAS: list((a.removing_replicas or {}).get(name, [])),
+        }
+        if isinstance(result, NoNodeError):
+            row |= {
+                ISR: [], LEADER: NO_LEADER, LEADER_EPOCH: NO_EPOCH,
+                ZK_VERSION: NEW_PARTITION_VERSION, CONTROLLER_EPOCH_COL: NO_EPOCH,
+                STATE: "NewPartition",
+            }  # fmt: skip
+        elif isinstance(result, Exception):
+            raise result
+        else:
+            state = PartitionStateZNode.decode(result[0], path)
+            row |= {
+                ISR: list(state.isr), LEADER: state.leader, LEADER_EPOCH: state.leader_epoch,
+                ZK_VERSION: result[1].version, CONTROLLER_EPOCH_COL: state.controller_epoch,
+                STATE: "OnlinePartition" if state.leader in live else "OfflinePartition",
+            }  # fmt: skip
+        rows.append(row)
+    counts = {t: len(a.partitions) for t, a in assignments.items()}
+    ids = {t: a.topic_id for t, a in assignments.items() if a.topic_id is not None}
+    return ClusterRows(rows, counts, ids)
 
 
 def read_cluster(

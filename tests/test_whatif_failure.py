@@ -27,8 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from controller.handlers.brokers import on_broker_failure
 from spark_app.cli import main
 from statemachines import schemas as s
+from statemachines.brokers import BrokerSet, ClusterView
+from statemachines.columns import in_topics
+from statemachines.layout import to_compact, to_public_partitions
 from whatif import broker_balance as bb
 from whatif.cluster import (
     OFFLINE,
@@ -40,11 +44,13 @@ from whatif.cluster import (
     partitions_frame,
 )
 from whatif.failure import (
+    Snapshot,
     after_failure,
     answer,
     failure_sets,
     offline_per_set,
     snapshot_facts,
+    topics_frame,
 )
 from whatif.options import FailOptions
 from whatif.sources import load_cluster
@@ -273,7 +279,7 @@ def test_over_threshold_is_strictly_greater() -> None:
     assert bb.over_threshold({1: 0.1, 2: 0.2, 3: 0.0}, 10) == [2]
 
 
-# -- the Spark transform against a plain-Python rule ---------------------------------------------
+# -- the Spark transform against the controller's and a plain-Python rule ---------------------------------------------
 
 
 def _remove_from_isr(isr: list[int], dead: set[int]) -> list[int]:
@@ -308,6 +314,29 @@ def _python_failure(
         leader >= 0 and leader != p["leader"],
     )
     return leader, isr, flags
+
+
+def _controller_failure(
+    spark: SparkSession, cluster: WhatIfCluster, dead: set[int], facts: Snapshot
+) -> dict[tuple[str, int], tuple[Any, ...]]:
+    topics = topics_frame(spark, cluster, facts.topics)
+    compact = to_compact(cluster.partitions, topics, facts.width)
+    unclean = facts.topic_indices(
+        t for t in facts.topics if cluster.configs_of(t).unclean_leader_election_enable
+    )
+    live = BrokerSet.of(cluster.brokers) - BrokerSet.of(dead)
+    failed = on_broker_failure(
+        compact,
+        BrokerSet.of(dead),
+        ClusterView(live=live, controller_epoch=facts.controller_epoch),
+        unclean=in_topics(unclean),
+        deleting=[],
+    )
+    public = to_public_partitions(failed.select(*s.compact_columns(facts.width)), topics)
+    return {
+        (r.topic, r.partition): (r.leader, list(r.isr), r.leader_epoch, r.zk_version, r.state)
+        for r in public.collect()
+    }
 
 
 @st.composite
@@ -373,14 +402,20 @@ def test_failure_transform_matches_python_rule(
         )
         for p in partitions
     }
-    after = after_failure(spark, cluster, sorted(dead), snapshot_facts(cluster))
+    facts = snapshot_facts(cluster)
+    after = after_failure(spark, cluster, sorted(dead), facts).collect()
     got = {
         (r.topic, r.partition): (
             r.leader, list(r.isr), (r.offline, r.under_min_isr, r.unclean_needed, r.leader_moved)
         )
-        for r in after.collect()
+        for r in after
     }  # fmt: skip
     assert got == expected
+    # The controller's own §8.2 transform leaves every partition in the same state.
+    assert {
+        (r.topic, r.partition): (r.leader, list(r.isr), r.leader_epoch, r.zk_version, r.state)
+        for r in after
+    } == _controller_failure(spark, cluster, dead, facts)
     # The any-K path's closed form agrees with the transform on the same failed set.
     offline = sum(1 for e in expected.values() if e[0] == -1)
     assert offline_per_set(spark, cluster, [tuple(sorted(dead))], len(dead)) == [offline]

@@ -54,13 +54,17 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from controller.commit.diff import PREVIOUS
-from controller.handlers.brokers import on_broker_failure
 from statemachines import schemas as s
-from statemachines.brokers import BrokerSet, ClusterView
-from statemachines.columns import has_leadership, in_topics, literal_array
+from statemachines.brokers import BrokerSet
+from statemachines.columns import (
+    any_of,
+    compact,
+    count_of,
+    has_leadership,
+    in_list,
+    present,
+)
 from statemachines.election import offline_leader
-from statemachines.layout import to_compact, to_public_partitions
 from statemachines.partition_states import PartitionState
 from whatif import broker_balance as bb
 from whatif.answer import Answer
@@ -212,50 +216,121 @@ def after_failure(
     dead = BrokerSet.of(failed)
     everyone = BrokerSet.of(cluster.brokers)
     live = everyone - dead
-    topics = topics_frame(spark, cluster, facts.topics)
-    w = facts.width
-    compact = to_compact(cluster.partitions, topics, w)
-    isr_cols = [F.col(s.isr_col(k)) for k in range(w)]
-    before = F.struct(
-        F.col(s.LEADER).alias(LEADER_BEFORE),
-        F.array_compact(F.array_remove(F.array(*isr_cols), s.EMPTY_SLOT)).alias(ISR_BEFORE),
+    topics = topics_frame(spark, cluster, facts.topics).drop(s.TOPIC_INDEX)
+    rows = cluster.partitions.join(F.broadcast(topics), s.TOPIC, "left").withColumns(
+        {
+            MIN_ISR: F.coalesce(F.col(MIN_ISR), F.lit(cluster.broker_defaults.min_insync_replicas)),
+            UNCLEAN: F.coalesce(
+                F.col(UNCLEAN), F.lit(cluster.broker_defaults.unclean_leader_election_enable)
+            ),
+            LEADER_BEFORE: F.col(s.LEADER),
+            ISR_BEFORE: F.col(s.ISR),
+        }
     )
-    unclean_topics = facts.topic_indices(
-        t for t in facts.topics if cluster.configs_of(t).unclean_leader_election_enable
-    )
-    view = ClusterView(live=live, controller_epoch=facts.controller_epoch)
-    failed_state = on_broker_failure(
-        compact.withColumn(PREVIOUS, before),
-        dead,
-        view,
-        unclean=in_topics(unclean_topics),
-        deleting=facts.topic_indices(facts.deleting_topics),
-    )
-    kept = failed_state.select(*s.compact_columns(w), PREVIOUS)
-    public = to_public_partitions(kept, topics, extra=(PREVIOUS, MIN_ISR, UNCLEAN))
-    return _with_flags(public, live, everyone, dead, w)
+    failed_rows = on_failure(rows, facts.width, live, dead)
+    return _with_flags(failed_rows, live, everyone, dead, facts.width)
 
 
 def _slots(array: str, w: int) -> list[Column]:
     return [F.coalesce(F.get(F.col(array), k), F.lit(s.EMPTY_SLOT)) for k in range(w)]
 
 
+def _staged(names: str, w: int) -> list[Column]:
+    return [F.col(f"{names}{k}") for k in range(w)]
+
+
+def on_failure(rows: DataFrame, w: int, live: BrokerSet, dead: BrokerSet) -> DataFrame:
+    """§8.2 steps b–e over public partitions rows of replication factor ≤ ``w`` with an
+    ``unclean_leader_election_enable`` column: the same outcome as
+    ``controller.handlers.brokers.on_broker_failure`` (a test compares them), in a few int
+    expressions per row and without the controller's bookkeeping (requests, state-change log).
+
+    Offline election (§7.1 via ``statemachines.election.offline_leader``) for partitions with
+    leadership whose leader is not live; then each failed ISR member leaves the ISR in ascending
+    broker order, one write (epoch+1) each, except that the last member stays (§6.3); a leader
+    that failed without a successor becomes -1. Topics queued for deletion are left alone.
+    """
+    reps, isr = _staged("_r", w), _staged("_i", w)
+    leader = F.col(s.LEADER)
+    slots = {f"_r{k}": c for k, c in enumerate(_slots(s.REPLICAS, w))}
+    slots |= {f"_i{k}": c for k, c in enumerate(_slots(s.ISR, w))}
+    acting = has_leadership() & (leader != s.LEADER_DURING_DELETE)
+    first = {
+        "_acting": acting,
+        "_elect": acting & ~((leader >= 0) & live.contains(leader)),
+        **{f"_live_r{k}": live.contains(r) for k, r in enumerate(reps)},
+        **{f"_live_i{k}": live.contains(x) for k, x in enumerate(isr)},
+    }
+    elected = F.when(
+        F.col("_elect"),
+        offline_leader(reps, isr, _staged("_live_r", w), F.col(UNCLEAN)),
+    )
+    second = {"_new_leader": elected}
+    new_leader = F.col("_new_leader")
+    was_in_isr = in_list(new_leader, isr)
+    live_isr = compact(isr, _staged("_live_i", w))
+    alone = [new_leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
+    isr_elected = [F.when(was_in_isr, a).otherwise(b) for a, b in zip(live_isr, alone, strict=True)]
+    # Not elected: the failed ISR members leave, one write each; the largest id, processed last,
+    # stays when no other member is left (Kafka never empties the ISR).
+    gone = [F.col("_acting") & (x != s.EMPTY_SLOT) & dead.contains(x) for x in isr]
+    third = {f"_gone{j}": g for j, g in enumerate(gone)}
+    gone = _staged("_gone", w)
+    stays = [(x != s.EMPTY_SLOT) & ~g for x, g in zip(isr, gone, strict=True)]
+    survivor = (
+        F.greatest(*[F.when(g, x) for x, g in zip(isr, gone, strict=True)]) if w > 1 else isr[0]
+    )
+    any_stays = any_of(stays)
+    kept = compact(isr, stays)
+    isr_shrunk = [
+        F.when(any_stays, a).otherwise(b)
+        for a, b in zip(kept, [survivor] + [F.lit(s.EMPTY_SLOT)] * (w - 1), strict=True)
+    ]
+    writes = count_of(gone)
+    is_elected = new_leader.isNotNull()
+    new_isr = [
+        F.when(is_elected, a).otherwise(b) for a, b in zip(isr_elected, isr_shrunk, strict=True)
+    ]
+    leader_removed = any_of([g & (x == leader) for x, g in zip(isr, gone, strict=True)])
+    final_leader = (
+        F.when(is_elected, new_leader)
+        .when(F.col("_elect") | leader_removed, F.lit(s.NO_LEADER))
+        .otherwise(leader)
+    )
+    bumps = is_elected.cast("int") + F.when(is_elected, F.lit(0)).otherwise(writes)
+    state = (
+        F.when(is_elected, F.lit(PartitionState.OnlinePartition.name))
+        .when(
+            F.col("_acting") & (final_leader == s.NO_LEADER),
+            F.lit(PartitionState.OfflinePartition.name),
+        )
+        .otherwise(F.col(s.STATE))
+    )
+    fourth = {
+        s.ISR: present(new_isr),
+        s.LEADER: final_leader,
+        s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + bumps,
+        s.ZK_VERSION: F.col(s.ZK_VERSION) + bumps,
+        s.STATE: state,
+    }
+    out = rows.withColumns(slots).withColumns(first).withColumns(second).withColumns(third)
+    out = out.withColumns(fourth)
+    return out.drop(*slots, *first, *second, *third)
+
+
 def _with_flags(
     public: DataFrame, live: BrokerSet, everyone: BrokerSet, dead: BrokerSet, w: int
 ) -> DataFrame:
     leader = F.col(s.LEADER)
-    leader_before = F.col(f"{PREVIOUS}.{LEADER_BEFORE}")
-    isr_before = F.col(f"{PREVIOUS}.{ISR_BEFORE}")
-    live_ids = literal_array(sorted(live.ids))
+    leader_before = F.col(LEADER_BEFORE)
+    isr_before = F.col(ISR_BEFORE)
     not_deleting = leader != s.LEADER_DURING_DELETE
     flags = {
-        LEADER_BEFORE: leader_before,
-        ISR_BEFORE: isr_before,
         OFFLINE: leader == s.NO_LEADER,
         UNDER_MIN_ISR: (leader >= 0) & (F.size(s.ISR) < F.col(MIN_ISR)),
         UNCLEAN_NEEDED: not_deleting
-        & (F.size(F.array_intersect(isr_before, live_ids)) == 0)
-        & (F.size(F.array_intersect(F.col(s.REPLICAS), live_ids)) > 0),
+        & ~any_of([live.contains(x) for x in _slots(ISR_BEFORE, w)])
+        & any_of([live.contains(r) for r in _slots(s.REPLICAS, w)]),
         LEADER_MOVED: (leader >= 0) & (leader != leader_before),
     }
     # The return: §8.1 elects the partitions still offline, every broker live again.
@@ -281,7 +356,6 @@ def _with_flags(
         public.withColumns(flags)
         .withColumn(LEADER_RETURN, on_return)
         .withColumns({PREFERRED: preferred, REBALANCE_CANDIDATE: candidate})
-        .drop(PREVIOUS)
     )
 
 
@@ -543,34 +617,37 @@ def failure_sets(
 NEED = "need"
 
 
-def need_column(cluster: WhatIfCluster) -> Column:
+def need_column(cluster: WhatIfCluster, w: int) -> Column:
     """The sorted live brokers a partition needs to lose to go offline (over the public table
-    joined with ``topics_frame``): the live replicas its offline election may pick — ISR members,
-    or every replica where the topic allows unclean election, or every replica of a partition
-    not yet initialised — and its leader while that is live."""
-    live = literal_array(sorted(cluster.brokers))
-    replicas = F.col(s.REPLICAS)
-    new = F.col(s.STATE) == PartitionState.NewPartition.name
-    candidates = F.when(F.col(UNCLEAN) | new, replicas).otherwise(
-        F.array_intersect(replicas, F.col(s.ISR))
-    )
+    with an ``unclean_leader_election_enable`` column): the live replicas its offline election
+    may pick — ISR members, or every replica where the topic allows unclean election — and its
+    leader while that is live (the leader is one of the replicas)."""
+    live = BrokerSet.of(cluster.brokers)
+    reps, isr = _slots(s.REPLICAS, w), _slots(s.ISR, w)
+    unclean = F.col(UNCLEAN)
     leader = F.col(s.LEADER)
-    leader_live = (leader >= 0) & F.array_contains(live, leader)
-    leaders = F.when(leader_live, F.array(leader)).otherwise(F.array().cast("array<int>"))
-    return F.array_sort(F.array_union(F.array_intersect(candidates, live), leaders))
+    needed = [
+        F.when(live.contains(r) & (unclean | in_list(r, isr) | (r == leader)), r) for r in reps
+    ]
+    # Without leadership nothing is elected: such a partition keeps its leader (or none).
+    kept = F.when(live.contains(leader), F.array(leader)).otherwise(F.array().cast("array<int>"))
+    return F.when(has_leadership(), F.array_sort(present(needed))).otherwise(kept)
 
 
 def offline_per_set(
     spark: SparkSession, cluster: WhatIfCluster, sets: list[tuple[int, ...]], k: int
 ) -> list[int]:
     """Offline partitions after each set fails, in the order of ``sets`` (one Spark job)."""
-    topics = topics_frame(spark, cluster, tuple(sorted(cluster.topic_configs)))
+    facts = snapshot_facts(cluster)
+    topics = topics_frame(spark, cluster, facts.topics)
     rows = cluster.partitions.join(F.broadcast(topics.select(s.TOPIC, UNCLEAN)), s.TOPIC, "left")
-    rows = rows.withColumn(UNCLEAN, F.coalesce(F.col(UNCLEAN), F.lit(False)))
+    default = cluster.broker_defaults.unclean_leader_election_enable
+    rows = rows.withColumn(UNCLEAN, F.coalesce(F.col(UNCLEAN), F.lit(default)))
+    # Topics queued for deletion are left alone.
     rows = rows.where(F.col(s.LEADER) != s.LEADER_DURING_DELETE)
     # Distinct ``need`` arrays, not partitions, meet the sets; larger than K never go offline.
     groups = (
-        rows.groupBy(need_column(cluster).alias(NEED))
+        rows.groupBy(need_column(cluster, facts.width).alias(NEED))
         .agg(F.count(F.lit(1)).alias("partitions"))
         .where(F.size(NEED) <= k)
     )

@@ -18,13 +18,14 @@ keyed by broker id, with 0 for every broker of ``brokers`` that has none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statemachines import rebalance
 from statemachines import schemas as s
+from statemachines.columns import has_leadership
 
 BROKER = s.BROKER
 LEADERS = "leaders"
@@ -61,6 +62,37 @@ def preferred_imbalance(partitions: DataFrame, leader: str = s.LEADER) -> DataFr
         F.col(s.ZK_VERSION),
     )
     return rebalance.imbalance_ratios(compact_view, excluded=deleting())
+
+
+def broker_counts(partitions: DataFrame, leaders: Sequence[str] = (s.LEADER,)) -> DataFrame:
+    """Every per-broker count in one pass over the replicas: (broker, replicas, partitions) and,
+    for each leader column ``c`` of ``leaders``, ``c_leaders`` (partitions it leads by ``c``) and
+    ``c_not_preferred`` (§11.2's numerator with the leader read from ``c``), for every broker
+    holding a replica. ``partitions`` counts the partitions it is the preferred replica of
+    (§11.2's denominator); partitions of topics queued for deletion are left out of both, as
+    in ``preferred_imbalance`` (a test checks they agree)."""
+    broker, position = F.col(BROKER), F.col("_position")
+    rows = partitions.select(
+        F.posexplode(s.REPLICAS).alias("_position", BROKER),
+        deleting().alias("_deleting"),
+        has_leadership().alias("_has_leadership"),
+        *[F.col(c) for c in dict.fromkeys(leaders)],
+    )
+    preferred = (position == 0) & ~F.col("_deleting")
+    sums = [
+        F.count(F.lit(1)).alias(REPLICAS),
+        F.sum(preferred.cast("long")).alias(PREFERRED),
+    ]
+    for c in leaders:
+        not_preferred = preferred & F.col("_has_leadership") & (F.col(c) != broker)
+        sums.append(F.sum((F.col(c) == broker).cast("long")).alias(f"{c}_{LEADERS}"))
+        sums.append(F.sum(not_preferred.cast("long")).alias(f"{c}_{NOT_PREFERRED}"))
+    return rows.groupBy(BROKER).agg(*sums)
+
+
+def ratio(not_preferred: int, preferred: int) -> float:
+    """§11.2's ratio from its two counts; 0.0 for a broker preferred for no partition."""
+    return not_preferred / preferred if preferred else 0.0
 
 
 def imbalance_ratios(partitions: DataFrame, brokers: Iterable[int] = ()) -> dict[int, float]:

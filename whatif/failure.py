@@ -359,26 +359,7 @@ def _with_flags(
     )
 
 
-# -- per-broker figures, in one job --------------------------------------------------------------
-
-_METRIC = StructType(
-    [
-        StructField("metric", StringType(), nullable=False),
-        StructField(s.BROKER, IntegerType(), nullable=True),
-        StructField("other", IntegerType(), nullable=True),
-        StructField("value", DoubleType(), nullable=True),
-    ]
-)
-
-
-def _metric(name: str, frame: DataFrame, value: str, other: str | None = None) -> DataFrame:
-    """A (broker, ``value``) frame as rows of the metrics union."""
-    return frame.select(
-        F.lit(name).alias("metric"),
-        F.col(s.BROKER).cast("int").alias(s.BROKER),
-        (F.col(other).cast("int") if other else F.lit(None).cast("int")).alias("other"),
-        F.col(value).cast("double").alias("value"),
-    )
+# -- per-broker figures -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -391,51 +372,52 @@ class Figures:
 
 
 def collect_figures(after: DataFrame) -> Figures:
-    """Partition totals, per-broker counts and ratios, and the possible rebalance elections: one
-    union of small aggregations over ``after``, collected at once."""
+    """Partition totals, per-broker counts and ratios (``broker_balance.broker_counts``, one
+    pass), and the possible rebalance elections by (preferred broker, leader): two small jobs."""
+    leaders = {"before": LEADER_BEFORE, "after": s.LEADER, "return": LEADER_RETURN}
+    counts = bb.broker_counts(after, tuple(leaders.values())).collect()
+    per_broker: dict[str, dict[int, float]] = {"replicas": {}}
+    for name in leaders:
+        per_broker[f"leaders_{name}"] = {}
+        per_broker[f"ratio_{name}"] = {}
+    for row in counts:
+        b = int(row[bb.BROKER])
+        per_broker["replicas"][b] = row[bb.REPLICAS]
+        for name, column in leaders.items():
+            per_broker[f"leaders_{name}"][b] = row[f"{column}_{bb.LEADERS}"]
+            if row[bb.PREFERRED]:
+                not_preferred = row[f"{column}_{bb.NOT_PREFERRED}"]
+                per_broker[f"ratio_{name}"][b] = bb.ratio(not_preferred, row[bb.PREFERRED])
     no_broker = F.lit(None).cast("int")
-    sums = after.agg(*[F.sum(F.col(f).cast("long")).alias(f) for f in FLAGS])
-    entries = [
-        F.struct(
-            F.lit(f"total:{f}").alias("metric"),
-            no_broker.alias(s.BROKER),
-            no_broker.alias("other"),
-            F.coalesce(F.col(f), F.lit(0)).cast("double").alias("value"),
-        )
-        for f in FLAGS
-    ]
-    frames = [
-        sums.select(F.explode(F.array(*entries)).alias("m")).select("m.*"),
-        _metric("leaders_before", bb.leaders_per_broker(after, LEADER_BEFORE), bb.LEADERS),
-        _metric("leaders_after", bb.leaders_per_broker(after), bb.LEADERS),
-        _metric("leaders_return", bb.leaders_per_broker(after, LEADER_RETURN), bb.LEADERS),
-        _metric("replicas", bb.replicas_per_broker(after), bb.REPLICAS),
-        _metric("ratio_after", bb.preferred_imbalance(after), bb.RATIO),
-        _metric("ratio_return", bb.preferred_imbalance(after, LEADER_RETURN), bb.RATIO),
-        _metric(
-            "pairs",
-            after.where(REBALANCE_CANDIDATE)
-            .groupBy(F.col(PREFERRED).alias(s.BROKER), F.col(LEADER_RETURN).alias("other"))
-            .count(),
-            "count",
-            "other",
-        ),
-    ]
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
+    sums = after.agg(*[F.sum(F.col(f).cast("long")).alias(f) for f in FLAGS]).select(
+        F.explode(
+            F.array(
+                *[
+                    F.struct(
+                        F.lit(f).alias("metric"),
+                        no_broker.alias(PREFERRED),
+                        no_broker.alias(LEADER_RETURN),
+                        F.coalesce(F.col(f), F.lit(0)).alias("n"),
+                    )
+                    for f in FLAGS
+                ]
+            )
+        ).alias("m")
+    )
+    pairs = (
+        after.where(REBALANCE_CANDIDATE)
+        .groupBy(PREFERRED, LEADER_RETURN)
+        .agg(F.count(F.lit(1)).alias("n"))
+        .select(F.lit("pairs").alias("metric"), PREFERRED, LEADER_RETURN, "n")
+    )
     totals: dict[str, int] = {}
-    per_broker: dict[str, dict[int, float]] = {}
-    pairs: dict[tuple[int, int], int] = {}
-    for row in union.collect():
-        metric = row["metric"]
-        if metric.startswith("total:"):
-            totals[metric[len("total:") :]] = int(row["value"])
-        elif metric == "pairs":
-            pairs[(int(row[s.BROKER]), int(row["other"]))] = int(row["value"])
+    rebalance: dict[tuple[int, int], int] = {}
+    for row in sums.select("m.*").unionByName(pairs).collect():
+        if row["metric"] == "pairs":
+            rebalance[(int(row[PREFERRED]), int(row[LEADER_RETURN]))] = int(row["n"])
         else:
-            per_broker.setdefault(metric, {})[int(row[s.BROKER])] = float(row["value"])
-    return Figures(totals, per_broker, pairs)
+            totals[row["metric"]] = int(row["n"])
+    return Figures(totals, per_broker, rebalance)
 
 
 # -- the answers ---------------------------------------------------------------------------------
@@ -454,7 +436,8 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: FailOptions) ->
 
 
 def _ints(values: Mapping[int, float], brokers: Iterable[int]) -> dict[int, int]:
-    return dict(sorted(({b: 0 for b in brokers} | {b: int(v) for b, v in values.items()}).items()))
+    """``values`` of exactly ``brokers`` (0 where absent), ascending."""
+    return {b: int(values.get(b, 0)) for b in sorted(brokers)}
 
 
 def _return_elections(

@@ -68,52 +68,20 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: LeadersOptions)
     partitions = cluster.partitions.withColumns(
         {PREFERRED: F.get(F.col(s.REPLICAS), 0), PREFERRED_ELECTION: electable(cluster.brokers)}
     )
-    imbalance = bb.preferred_imbalance(partitions)
-    per_broker = (
-        imbalance.select(
-            F.lit("ratio").alias("metric"),
-            F.col(bb.BROKER).cast("int").alias(bb.BROKER),
-            F.col(bb.RATIO).cast("double").alias("value"),
-        )
-        .unionByName(
-            imbalance.select(
-                F.lit("preferred").alias("metric"),
-                F.col(bb.BROKER).cast("int").alias(bb.BROKER),
-                F.col(bb.PREFERRED).cast("double").alias("value"),
-            )
-        )
-        .unionByName(
-            imbalance.select(
-                F.lit("not_preferred").alias("metric"),
-                F.col(bb.BROKER).cast("int").alias(bb.BROKER),
-                F.col(bb.NOT_PREFERRED).cast("double").alias("value"),
-            )
-        )
-        .unionByName(
-            bb.leaders_per_broker(partitions).select(
-                F.lit("leaders").alias("metric"),
-                F.col(bb.BROKER).cast("int").alias(bb.BROKER),
-                F.col(bb.LEADERS).cast("double").alias("value"),
-            )
-        )
-        .unionByName(
-            # Kafka 2.6–3.3 skip the rebalance while any partition is being reassigned.
-            partitions.agg(
-                F.max(F.size(s.ADDING_REPLICAS) + F.size(s.REMOVING_REPLICAS)).alias("v")
-            ).select(
-                F.lit("reassigning").alias("metric"),
-                F.lit(None).cast("int").alias(bb.BROKER),
-                F.coalesce(F.col("v"), F.lit(0)).cast("double").alias("value"),
-            )
-        )
-    )
-    metrics: dict[str, dict[int, float]] = {}
-    reassigning = False
-    for row in per_broker.collect():
-        if row["metric"] == "reassigning":
-            reassigning = row["value"] > 0
-        else:
-            metrics.setdefault(row["metric"], {})[int(row[bb.BROKER])] = float(row["value"])
+    metrics: dict[str, dict[int, float]] = {"ratio": {}, "preferred": {}, "not_preferred": {}}
+    metrics["leaders"] = {}
+    for row in bb.broker_counts(partitions).collect():
+        b = int(row[bb.BROKER])
+        preferred = int(row[bb.PREFERRED])
+        not_preferred = int(row[f"{s.LEADER}_{bb.NOT_PREFERRED}"])
+        metrics["leaders"][b] = row[f"{s.LEADER}_{bb.LEADERS}"]
+        metrics["preferred"][b] = preferred
+        metrics["not_preferred"][b] = not_preferred
+        if preferred:
+            metrics["ratio"][b] = bb.ratio(not_preferred, preferred)
+    # Kafka 2.6–3.3 skip the rebalance while any partition is being reassigned.
+    moving = partitions.agg(F.max(F.size(s.ADDING_REPLICAS) + F.size(s.REMOVING_REPLICAS))).first()
+    reassigning = moving is not None and (moving[0] or 0) > 0
     to_elect = [
         (r[s.TOPIC], int(r[s.PARTITION]), int(r[PREFERRED]), int(r[s.LEADER]))
         for r in partitions.where(F.col(PREFERRED_ELECTION))
@@ -125,7 +93,8 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: LeadersOptions)
 
 
 def _ints(values: Mapping[int, float], brokers: Iterable[int]) -> dict[int, int]:
-    return dict(sorted(({b: 0 for b in brokers} | {b: int(v) for b, v in values.items()}).items()))
+    """``values`` of exactly ``brokers`` (0 where absent), ascending."""
+    return {b: int(values.get(b, 0)) for b in sorted(brokers)}
 
 
 def _answer(

@@ -1,7 +1,8 @@
 """``kce whatif fail``: what Kafka's controller does when brokers fail, computed offline.
 
-``--brokers`` / ``--rack`` run the controller's own broker-failure handling (spec §8.2,
-``controller.handlers.brokers.on_broker_failure``) over the snapshot:
+``--brokers`` / ``--rack`` apply Kafka's broker-failure handling (spec §8.2) to the snapshot, with
+the outcome of the controller's own ``controller.handlers.brokers.on_broker_failure`` (a test
+compares them) but none of its bookkeeping, so a million partitions take one pass:
 
 1. partitions whose leader is not live go ``OfflinePartition``;
 2. ``triggerOnlinePartitionStateChange`` elects every Offline partition with the offline strategy

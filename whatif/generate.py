@@ -94,28 +94,38 @@ class PlacementFigures:
 
 
 def placement_figures(frame: DataFrame, before: str, after: str) -> PlacementFigures:
-    """Figures of the ``after`` array column against ``before`` (and ``bytes`` if present):
-    two small jobs, per broker and overall."""
-    per_broker = (
-        frame.select(F.posexplode(after).alias("_pos", s.BROKER))
-        .groupBy(s.BROKER)
-        .agg(F.count(F.lit(1)).alias("n"), F.sum((F.col("_pos") == 0).cast("long")).alias("lead"))
-        .collect()
-    )
+    """Figures of the ``after`` array column against ``before`` (and ``bytes`` if present), in
+    one job: per-partition figures ride on the first replica's row of the exploded table."""
     added = F.size(F.array_except(F.col(after), F.col(before)))
     size = F.col("bytes") if "bytes" in frame.columns else F.lit(0)
-    totals = frame.agg(
-        F.sum(added).alias("moved"),
-        F.sum((added > 0).cast("long")).alias("partitions"),
-        F.sum((F.get(F.col(after), 0) != F.get(F.col(before), 0)).cast("long")).alias("lead"),
-        F.sum(added * size).alias("bytes"),
-    ).first()
-    assert totals is not None
+    per_partition = frame.select(
+        F.posexplode(after).alias("_pos", s.BROKER),
+        added.alias("_added"),
+        (F.get(F.col(after), 0) != F.get(F.col(before), 0)).cast("long").alias("_lead"),
+        (added * size).alias("_bytes"),
+    )
+    first = F.col("_pos") == 0
+    rows = (
+        per_partition.groupBy(s.BROKER)
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(first.cast("long")).alias("lead"),
+            F.sum(F.when(first, F.col("_added"))).alias("moved"),
+            F.sum(F.when(first, (F.col("_added") > 0).cast("long"))).alias("partitions"),
+            F.sum(F.when(first, F.col("_lead"))).alias("leaders_moved"),
+            F.sum(F.when(first, F.col("_bytes"))).alias("bytes"),
+        )
+        .collect()
+    )
+
+    def total(name: str) -> int:
+        return sum(int(r[name] or 0) for r in rows)
+
     return PlacementFigures(
-        replicas_after={r[s.BROKER]: int(r["n"]) for r in per_broker},
-        leaders_after={r[s.BROKER]: int(r["lead"]) for r in per_broker},
-        replicas_moved=int(totals["moved"] or 0),
-        partitions_moved=int(totals["partitions"] or 0),
-        leaders_moved=int(totals["lead"] or 0),
-        bytes_moved=int(totals["bytes"] or 0),
+        replicas_after={r[s.BROKER]: int(r["n"]) for r in rows},
+        leaders_after={r[s.BROKER]: int(r["lead"]) for r in rows if r["lead"]},
+        replicas_moved=total("moved"),
+        partitions_moved=total("partitions"),
+        leaders_moved=total("leaders_moved"),
+        bytes_moved=total("bytes"),
     )

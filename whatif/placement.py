@@ -50,7 +50,14 @@ from whatif.generate import (
     with_generated,
 )
 from whatif.options import DecommissionOptions, ScaleOutOptions
-from whatif.planner import PlacementPlan, PlacementTarget, plan_placement, spread, with_bytes
+from whatif.planner import (
+    PlacementPlan,
+    PlacementTarget,
+    plan_placement,
+    spread,
+    with_bytes,
+    without_gc,
+)
 from whatif.report import Section, bars_before_after
 
 PLANNED = "planned_replicas"
@@ -124,6 +131,18 @@ def _answer(
     lines: list[str],
     sections: list[Section],
 ) -> Answer:
+    with without_gc():
+        return _placements(question, cluster, target, head, lines, sections)
+
+
+def _placements(
+    question: str,
+    cluster: WhatIfCluster,
+    target: PlacementTarget,
+    head: dict[str, Any],
+    lines: list[str],
+    sections: list[Section],
+) -> Answer:
     plan = plan_placement(cluster.partitions, target, cluster.sizes)
     receivers = [b for b in target.brokers if b not in target.removed]
     too_wide = [rf for rf in plan.replication_factors if rf > len(receivers)]
@@ -133,12 +152,15 @@ def _answer(
             f"the placement has {len(receivers)} ({_ids(receivers)}) — keep more brokers"
         )
     spark = cluster.partitions.sparkSession
-    frame = _after_frame(spark, cluster, plan)
-    generated = with_generated(
-        frame, generate_brokers(receivers, target.racks), plan.replication_factors, target.seed
-    )
-    gen = placement_figures(generated, s.REPLICAS, GENERATED)
     changes = plan.changes()
+    gen_brokers = generate_brokers(receivers, target.racks)
+    rfs = plan.replication_factors
+    sized = with_bytes(cluster.partitions, cluster.sizes)
+    gen = placement_figures(
+        with_generated(sized, gen_brokers, rfs, target.seed), s.REPLICAS, GENERATED
+    )
+    # The Parquet table joins the plan in; only the write runs it.
+    generated = with_generated(_after_frame(spark, cluster, changes), gen_brokers, rfs, target.seed)
     summary = {
         **head,
         **_plan_summary(plan, receivers, target),
@@ -182,9 +204,12 @@ def _answer(
     )
 
 
-def _after_frame(spark: SparkSession, cluster: WhatIfCluster, plan: PlacementPlan) -> DataFrame:
+def _after_frame(
+    spark: SparkSession,
+    cluster: WhatIfCluster,
+    changes: Sequence[tuple[str, int, tuple[int, ...], tuple[int, ...]]],
+) -> DataFrame:
     """topic, partition, replicas, bytes, planned_replicas (the plan's, or unchanged)."""
-    changes = plan.changes()
     schema = StructType(
         [
             StructField(s.TOPIC, StringType(), nullable=False),

@@ -27,9 +27,13 @@ final count must lose the difference.
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
+import logging
+import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -38,13 +42,15 @@ from pyspark.sql import functions as F
 
 from statemachines import schemas as s
 
+log = logging.getLogger(__name__)
+
 PartitionKey = tuple[str, int]
 
 # Partition counts up to this collect every partition as a candidate (the greedy then sees the
 # whole cluster); above it, per-broker samples sized to the excess.
 FULL_COLLECT_PARTITIONS = 50_000
 # Sample size: SAMPLE_FACTOR x the excess + SAMPLE_SLACK, per broker.
-SAMPLE_FACTOR = 1.5
+SAMPLE_FACTOR = 1.25
 SAMPLE_SLACK = 64
 MAX_ROUNDS = 4
 
@@ -215,16 +221,21 @@ class Greedy:
 
     def _receiver(
         self, replicas: Sequence[int], groups: Iterable[str | None], limit: int | None
-    ) -> int | None:
+    ) -> tuple[int | None, bool]:
+        """The emptiest broker of ``groups`` with at most ``limit`` replicas that does not hold
+        the partition, and whether any broker of ``groups`` is at most at ``limit`` at all
+        (when not, other partitions with the same racks cannot move either)."""
         best: tuple[int, int] | None = None
+        room = False
         for g in groups:
             for entry in self._order.lists.get(g, ()):
                 if (limit is not None and entry[0] > limit) or (best is not None and entry > best):
                     break
+                room = True
                 if entry[1] not in replicas:
                     best = entry
                     break
-        return None if best is None else best[1]
+        return (None if best is None else best[1]), room
 
     def _move(self, key: PartitionKey, donor: int, receiver: int) -> None:
         reps = self.current[key]
@@ -248,9 +259,9 @@ class Greedy:
                 reps = self.current[key]
                 if donor not in reps:
                     continue
-                receiver = self._receiver(reps, self._allowed_groups(reps, donor), None)
+                receiver, _ = self._receiver(reps, self._allowed_groups(reps, donor), None)
                 if receiver is None:
-                    receiver = self._receiver(reps, self._groups, None)
+                    receiver, _ = self._receiver(reps, self._groups, None)
                     if receiver is None:
                         continue  # RF above the receivers: nothing can take it
                     self.rack_spread_reduced += 1
@@ -272,27 +283,31 @@ class Greedy:
             if limit < self._order.minimum():
                 break
             lst = self.candidates[donor]
-            i = self.position.get(donor, 0)
-            moved = False
+            i = position_before = self.position.get(donor, 0)
+            moved = blocked = False
+            receiver: int | None = None
             while i < len(lst):
                 key = lst[i]
                 i += 1
                 reps = self.current[key]
                 if donor not in reps:
                     continue
-                receiver = self._receiver(reps, self._allowed_groups(reps, donor), limit)
+                receiver, room = self._receiver(reps, self._allowed_groups(reps, donor), limit)
                 if receiver is not None:
                     self._move(key, donor, receiver)
                     moved = True
                     break
-            self.position[donor] = i
+                blocked = blocked or room
+            self.position[donor] = scanned = i
             if moved:
                 heapq.heappush(heap, (-self.count[donor], donor))
                 if receiver in self.candidates and receiver not in self._stuck:
                     heapq.heappush(heap, (-self.count[receiver], receiver))
             else:
                 self._stuck.add(donor)
-                if donor in self.truncated:
+                # More candidates help only where a broker had room but held the partition (or
+                # every candidate moved); a donor whose racks have no room is done.
+                if donor in self.truncated and (blocked or scanned == position_before):
                     starved.add(donor)
         return starved
 
@@ -303,7 +318,7 @@ class Greedy:
         narrows the spread of preferred leaders per broker."""
         receivers = set(self.receivers)
         by_pair: dict[tuple[int, int], list[PartitionKey]] = {}
-        for key in sorted(self.current, reverse=True):
+        for key in reversed(list(self.current)):  # known order: deterministic, best first
             reps = self.current[key]
             for r in reps[1:]:
                 if r in receivers:
@@ -482,6 +497,26 @@ def _fraction(want: float, have: int) -> float:
     return 1.0 if have <= 0 or want >= have else want / have
 
 
+@contextmanager
+def without_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: the greedy holds millions of small tuples and lists
+    (no cycles), and the collector's repeated full scans of them would triple the run time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
+def _timed(what: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    log.info("planner: %s in %.2f s", what, time.perf_counter() - start)
+
+
 def plan_placement(
     partitions: DataFrame,
     target: PlacementTarget,
@@ -489,26 +524,37 @@ def plan_placement(
     full_collect_partitions: int = FULL_COLLECT_PARTITIONS,
 ) -> PlacementPlan:
     """The minimal-movement plan for ``partitions`` (``PARTITIONS_SCHEMA``) onto ``target``."""
+    with without_gc():
+        return _plan_placement(partitions, target, sizes, full_collect_partitions)
+
+
+def _plan_placement(
+    partitions: DataFrame,
+    target: PlacementTarget,
+    sizes: DataFrame | None,
+    full_collect_partitions: int,
+) -> PlacementPlan:
     sized = with_bytes(partitions, sizes)
-    stats = broker_stats(partitions)
+    with _timed("per-broker counts"):
+        stats = broker_stats(partitions)
     # Replicas on brokers outside the target (not live) leave too: nothing may stay there.
     leaving = {b for b in stats.replicas if b in target.removed or b not in set(target.brokers)}
     target = PlacementTarget(target.brokers, target.racks, frozenset(leaving), target.seed)
     greedy = Greedy(target, stats.replicas, stats.leaders)
     receivers = greedy.receivers
     small = stats.partitions <= full_collect_partitions
-    total = sum(stats.replicas.values())
-    ceil = -(-total // max(1, len(receivers)))
+    ceil = _ceilings(stats.replicas, receivers, greedy.rack_of)
     quota: dict[int, float] = {}
     for b, n in stats.replicas.items():
-        excess = n if b in leaving else max(0, n - ceil)
+        excess = n if b in leaving else max(0, n - ceil[b])
         if excess > 0 or small:
             quota[b] = n if (b in leaving or small) else SAMPLE_FACTOR * excess + SAMPLE_SLACK
     rounds = 0
     while quota and rounds < MAX_ROUNDS:
         rounds += 1
         fractions = {b: _fraction(q, stats.replicas[b]) for b, q in quota.items()}
-        rows = sample_replicas(sized, fractions, target.seed)
+        with _timed(f"replica sample, round {rounds}"):
+            rows = sample_replicas(sized, fractions, target.seed)
         rows.sort(key=lambda r: (r[3], r[4], r[1]))  # fewest bytes first, then the hash
         offered: dict[int, list[PartitionKey]] = {}
         for broker, key, reps, size, _ in rows:
@@ -516,9 +562,10 @@ def plan_placement(
             offered.setdefault(broker, []).append(key)
         for b in quota:
             greedy.add_candidates(b, offered.get(b, []), fractions[b] < 1.0)
-        if rounds == 1:
-            greedy.empty_removed()
-        starved = greedy.balance_replicas()
+        with _timed(f"replica moves, round {rounds} ({len(rows)} candidates)"):
+            if rounds == 1:
+                greedy.empty_removed()
+            starved = greedy.balance_replicas()
         quota = {b: 2 * quota[b] + SAMPLE_SLACK for b in starved if b in quota}
     _balance_leaders(greedy, sized, stats, target, small)
     final = greedy.changed()
@@ -544,6 +591,26 @@ def plan_placement(
     )
 
 
+def _ceilings(
+    counts: Mapping[int, int], receivers: Sequence[int], rack_of: Mapping[int, str | None]
+) -> dict[int, int]:
+    """Per broker, the count to sample its excess above: the lower of the cluster-wide ceiling
+    and its rack's (replicas that must stay in their rack to keep the spread share the rack's
+    brokers only), so the first sample usually suffices either way."""
+    total = sum(counts.values())
+    overall = -(-total // max(1, len(receivers)))
+    per_rack: Counter[str | None] = Counter()
+    brokers_in: Counter[str | None] = Counter(rack_of.get(b) for b in receivers)
+    for b, n in counts.items():
+        per_rack[rack_of.get(b)] += n
+    out = {}
+    for b in counts:
+        g = rack_of.get(b)
+        rack_ceil = -(-per_rack[g] // brokers_in[g]) if brokers_in[g] else 0
+        out[b] = min(overall, rack_ceil)
+    return out
+
+
 def _balance_leaders(
     greedy: Greedy, sized: DataFrame, stats: _Stats, target: PlacementTarget, small: bool
 ) -> None:
@@ -557,6 +624,9 @@ def _balance_leaders(
         excess = n - ceil
         if n > 0 and (small or excess > 0):
             fractions[b] = 1.0 if small else _fraction(SAMPLE_FACTOR * excess + SAMPLE_SLACK, n)
-    for key, reps, size in sample_led(sized, fractions, target.seed):
-        greedy.know(key, reps, size)
-    greedy.balance_leaders()
+    with _timed("leader sample"):
+        led = sample_led(sized, fractions, target.seed)
+    with _timed(f"leader swaps ({len(led)} sampled)"):
+        for key, reps, size in led:
+            greedy.know(key, reps, size)
+        greedy.balance_leaders()

@@ -42,9 +42,11 @@ def generate_brokers(
     )
 
 
-def topic_draw(seed: int, draw: int, n_brokers: int) -> Column:
-    """A stand-in for one of Kafka's per-topic ``rand.nextInt(n)`` calls."""
-    hashed = F.xxhash64(F.lit(seed).cast("long"), F.col(s.TOPIC), F.lit(draw).cast("int"))
+def topic_draw(seed: int | Column, draw: int, n_brokers: int) -> Column:
+    """A stand-in for one of Kafka's per-topic ``rand.nextInt(n)`` calls (``seed`` a number, or
+    a Column to draw for many seeds at once)."""
+    seed_col = seed if isinstance(seed, Column) else F.lit(seed)
+    hashed = F.xxhash64(seed_col.cast("long"), F.col(s.TOPIC), F.lit(draw).cast("int"))
     return F.pmod(hashed, F.lit(n_brokers)).cast("int")
 
 

@@ -68,11 +68,16 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
     current = plan_partitions(spark, cluster, plan)
     problems = check_plan(plan, current, cluster.brokers, cluster.racks)
     valid = not any(p.severity == ERROR for p in problems)
-    # The last entry of a partition listed twice wins, as in the tool's map.
+    # The after state applies the entries Kafka would run (per partition, as the
+    # AlterPartitionReassignments API does); the last entry of a partition listed twice wins.
+    # (Unknown partitions are not in ``current``; a partition listed twice is not refused here.)
+    refused = {
+        (p.topic, p.partition) for p in problems if p.refused_by_kafka and p.field != "partition"
+    }
     target = {
         (p.topic, p.partition): p.replicas
         for p in plan.partitions
-        if (p.topic, p.partition) in current and p.replicas
+        if (p.topic, p.partition) in current and (p.topic, p.partition) not in refused
     }
     moved = {k: v for k, v in target.items() if set(v) != set(current[k])}
     replicas_moved = sum(len(set(v) - set(current[k])) for k, v in moved.items())
@@ -101,10 +106,10 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
         "rack_loss_offline": {r: loss_after.get(r, 0) for r in sorted(set(racks.values()))},
         "rack_loss_offline_before": {r: loss_before.get(r, 0) for r in sorted(set(racks.values()))},
         "distinct_replica_sets": {"before": int(sets["before"]), "after": int(sets["after"])},
-        "replicas_per_broker_before": _by_id(before[0]),
-        "replicas_per_broker_after": _by_id(after[0]),
-        "preferred_leaders_per_broker_before": _by_id(before[1]),
-        "preferred_leaders_per_broker_after": _by_id(after[1]),
+        "replicas_per_broker_before": _by_id(before[0], cluster.brokers),
+        "replicas_per_broker_after": _by_id(after[0], cluster.brokers),
+        "preferred_leaders_per_broker_before": _by_id(before[1], cluster.brokers),
+        "preferred_leaders_per_broker_after": _by_id(after[1], cluster.brokers),
     }
     verdict = "valid" if valid else f"INVALID ({errors} error(s))"
     lines = [
@@ -222,8 +227,9 @@ def _rack_loss(frame: DataFrame, column: str, racks: dict[int, str]) -> dict[str
     return {r["_rack"]: int(r["count"]) for r in rows}
 
 
-def _by_id(counts: dict[int, int]) -> dict[str, int]:
-    return {str(b): counts[b] for b in sorted(counts)}
+def _by_id(counts: dict[int, int], brokers: tuple[int, ...]) -> dict[str, int]:
+    """Every live broker (0 when it holds nothing) and every broker the counts name."""
+    return {str(b): counts.get(b, 0) for b in sorted(set(counts) | set(brokers))}
 
 
 def _brokers_table(

@@ -74,6 +74,7 @@ class Problem:
     field: str
     message: str
     severity: str = ERROR
+    refused_by_kafka: bool = True  # False: Kafka would run it (RF change, rack spread)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +83,7 @@ class Problem:
             "field": self.field,
             "message": self.message,
             "severity": self.severity,
+            "refused_by_kafka": self.refused_by_kafka,
         }
 
 
@@ -171,7 +173,7 @@ def _check_entry(
     out: list[Problem] = []
 
     def problem(field: str, message: str, severity: str = ERROR) -> None:
-        out.append(Problem(t, p, field, message, severity))
+        out.append(Problem(t, p, field, message, severity, severity == ERROR))
 
     if seen[(t, p)] > 1:
         problem("partition", f"{t}-{p} is listed {seen[(t, p)]} times — list each partition once")
@@ -240,6 +242,7 @@ def _rack_problems(
                 "replicas",
                 f"replicas span {spread} rack(s), {was} before (rack {shared[0]} holds two) — "
                 f"place them in {possible} different racks",
+                refused_by_kafka=False,
             )
         ]
     return [
@@ -250,6 +253,7 @@ def _rack_problems(
             f"replicas span {spread} of {possible} possible racks (rack {shared[0]} holds two); "
             "not worse than before",
             WARNING,
+            refused_by_kafka=False,
         )
     ]
 

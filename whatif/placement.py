@@ -55,6 +55,7 @@ from whatif.planner import (
     PlacementTarget,
     plan_placement,
     spread,
+    timed,
     with_bytes,
     without_gc,
 )
@@ -156,9 +157,10 @@ def _placements(
     gen_brokers = generate_brokers(receivers, target.racks)
     rfs = plan.replication_factors
     sized = with_bytes(cluster.partitions, cluster.sizes)
-    gen = placement_figures(
-        with_generated(sized, gen_brokers, rfs, target.seed), s.REPLICAS, GENERATED
-    )
+    with timed("Kafka --generate placement and figures"):
+        gen = placement_figures(
+            with_generated(sized, gen_brokers, rfs, target.seed), s.REPLICAS, GENERATED
+        )
     # The Parquet table joins the plan in; only the write runs it.
     generated = with_generated(_after_frame(spark, cluster, changes), gen_brokers, rfs, target.seed)
     summary = {
@@ -182,6 +184,12 @@ def _placements(
             f"{plan.rack_spread_reduced} move(s) had no broker keeping the rack spread "
             "(too few racks left)"
         )
+    with timed("charts and plan files"):
+        charts = _sections(plan, gen)
+        plans = {
+            "reassignment.json": reassignment_json([(t, p, list(a)) for t, p, _, a in changes]),
+            "rollback.json": reassignment_json([(t, p, list(b)) for t, p, b, _ in changes]),
+        }
     return Answer(
         question=question,
         summary=summary,
@@ -196,11 +204,8 @@ def _placements(
             ),
             "brokers": _brokers_table(spark, plan, gen, target),
         },
-        plans={
-            "reassignment.json": reassignment_json([(t, p, list(a)) for t, p, _, a in changes]),
-            "rollback.json": reassignment_json([(t, p, list(b)) for t, p, b, _ in changes]),
-        },
-        sections=[*sections, *_sections(plan, gen)],
+        plans=plans,
+        sections=[*sections, *charts],
     )
 
 

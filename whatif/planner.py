@@ -511,7 +511,8 @@ def without_gc() -> Iterator[None]:
 
 
 @contextmanager
-def _timed(what: str) -> Iterator[None]:
+def timed(what: str) -> Iterator[None]:
+    """Log how long the block took (INFO): where a large plan spends its time."""
     start = time.perf_counter()
     yield
     log.info("planner: %s in %.2f s", what, time.perf_counter() - start)
@@ -535,7 +536,7 @@ def _plan_placement(
     full_collect_partitions: int,
 ) -> PlacementPlan:
     sized = with_bytes(partitions, sizes)
-    with _timed("per-broker counts"):
+    with timed("per-broker counts"):
         stats = broker_stats(partitions)
     # Replicas on brokers outside the target (not live) leave too: nothing may stay there.
     leaving = {b for b in stats.replicas if b in target.removed or b not in set(target.brokers)}
@@ -553,7 +554,7 @@ def _plan_placement(
     while quota and rounds < MAX_ROUNDS:
         rounds += 1
         fractions = {b: _fraction(q, stats.replicas[b]) for b, q in quota.items()}
-        with _timed(f"replica sample, round {rounds}"):
+        with timed(f"replica sample, round {rounds}"):
             rows = sample_replicas(sized, fractions, target.seed)
         rows.sort(key=lambda r: (r[3], r[4], r[1]))  # fewest bytes first, then the hash
         offered: dict[int, list[PartitionKey]] = {}
@@ -562,7 +563,7 @@ def _plan_placement(
             offered.setdefault(broker, []).append(key)
         for b in quota:
             greedy.add_candidates(b, offered.get(b, []), fractions[b] < 1.0)
-        with _timed(f"replica moves, round {rounds} ({len(rows)} candidates)"):
+        with timed(f"replica moves, round {rounds} ({len(rows)} candidates)"):
             if rounds == 1:
                 greedy.empty_removed()
             starved = greedy.balance_replicas()
@@ -624,9 +625,9 @@ def _balance_leaders(
         excess = n - ceil
         if n > 0 and (small or excess > 0):
             fractions[b] = 1.0 if small else _fraction(SAMPLE_FACTOR * excess + SAMPLE_SLACK, n)
-    with _timed("leader sample"):
+    with timed("leader sample"):
         led = sample_led(sized, fractions, target.seed)
-    with _timed(f"leader swaps ({len(led)} sampled)"):
+    with timed(f"leader swaps ({len(led)} sampled)"):
         for key, reps, size in led:
             greedy.know(key, reps, size)
         greedy.balance_leaders()

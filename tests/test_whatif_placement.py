@@ -427,3 +427,29 @@ def test_cli_decommission_end_to_end(tmp_path: Path) -> None:
     assert summary["replicas_per_broker_after"] == {"1": 4, "2": 4}
     assert all(3 not in e["replicas"] for e in plan["partitions"])
     assert {e["partition"] for e in rollback["partitions"]} == {1, 2}
+
+
+def test_cli_rack_aware_scale_out_plan_passes_audit(tmp_path: Path) -> None:
+    # place-racks: brokers 1, 3 in rack a, 2, 4 in rack b; 7 replicas (1: 2, 2: 2, 3: 2, 4: 1).
+    # Adding 5 (a) and 6 (b): 7 on 6 brokers, the fullest (1) keeps 2 and 2, 3 drop to 1 — a
+    # lower bound of 2. Broker 1 gives first; whichever partition, only rack a keeps its spread
+    # (or, for RF-1 logs-0, any rack; 5 is the emptiest by id): 1 → 5. Then broker 2 → 6 (rack b).
+    # Broker 3 stops there: everyone else holds 1 already.
+    racks = ["--rack-map", str(DATA / "place-racks.csv")]
+    source = ["--describe", str(DATA / "place-racks.txt"), *racks]
+    summary, plan, _ = _run(tmp_path, "scale-out", *source, "--add", "2", "--racks", "a,b")
+    assert summary["rack_aware"] is True
+    assert summary["replicas_moved"] == summary["lower_bound_moves"] == 2
+    assert summary["replicas_per_broker_after"] == {"1": 1, "2": 1, "3": 2, "4": 1, "5": 1, "6": 1}
+    assert max(summary["preferred_leaders_per_broker_after"].values()) == 1
+    # The same plan through ``kce whatif audit``: the validator every plan passes.
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    out = tmp_path / "audit"
+    assert main(["whatif", "audit", str(plan_file), *source, "--out", str(out)]) == 0
+    audit = json.loads((out / "summary.json").read_text())
+    # Brokers 5 and 6 do not exist yet: the only problems are those unknown ids.
+    assert {p["message"].split(" — ")[0] for p in audit["problems"]} <= {
+        "unknown broker id(s) 5", "unknown broker id(s) 6", "unknown broker id(s) 5,6",
+    }  # fmt: skip
+    assert all(p["field"] == "replicas" for p in audit["problems"])

@@ -98,8 +98,10 @@ def decommission(
 ) -> Answer:
     """Controlled shutdown of ``options.brokers``, then a plan moving all their replicas off."""
     gone = sorted(set(options.brokers))
-    holding = _replica_brokers(cluster.partitions)
-    unknown = [b for b in gone if b not in set(cluster.brokers) and b not in holding]
+    not_live = [b for b in gone if b not in set(cluster.brokers)]
+    # A broker that is down still counts when it holds replicas (one job, only then).
+    holding = _replica_brokers(cluster.partitions) if not_live else set()
+    unknown = [b for b in not_live if b not in holding]
     if unknown:
         raise WhatIfInputError(
             f"--brokers {_ids(options.brokers)}: unknown broker(s) {_ids(unknown)} — the "

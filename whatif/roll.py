@@ -41,7 +41,7 @@ one may still exist (``batches_from`` says "id order": the brokers in id order, 
 Every batching reported is then evaluated exactly, all batches in one Spark job.
 
 ``unsafe_partitions``: the partitions that make a safe batching impossible on their own at the
-requested size (``--batch N``: no way to spread their ISR over ⌈n/N⌉ batches at most ``s`` per
+requested size (``--batch N``: their ISR does not fit in ⌈n/N⌉ batches at ``min(s, N)`` per
 batch; ``--batch rack``: a rack holds more than ``s`` of their ISR). ``--batch rack`` rolls one
 rack per batch, racks in name order, then every rackless broker on its own.
 """
@@ -452,11 +452,10 @@ def unsafe_rows(form: DataFrame, batches: Sequence[Sequence[int]], size: int | N
     ``batches`` (``--batch rack``). No job."""
     m, slack = F.col(LIVE_ISR_SIZE), F.col(SLACK)
     if size is not None:
-        n = sum(len(b) for b in batches)
-        count = math.ceil(n / size)
-        last = n - size * (count - 1)
-        # Each batch can take at most min(slack, its size) of the partition's ISR members.
-        capacity = F.least(slack, F.lit(size)) * (count - 1) + F.least(slack, F.lit(last))
+        count = math.ceil(sum(len(b) for b in batches) / size)
+        # Each of the batches can take at most min(slack, size) of the partition's ISR members;
+        # the other brokers fill the rest (count × size ≥ n).
+        capacity = F.least(slack, F.lit(size)) * count
         spread = "its ISR cannot be spread over the batches"
     else:
         batch_of = _batch_map(batches)

@@ -102,11 +102,11 @@ def failure_domains(
     """Components and brokers touched of the co-location graph over ``brokers`` (every broker is
     a vertex, linked or not; a broker named in ``replica_sets`` is added when missing).
 
-    ``replica_sets`` should be small (the distinct sets, say as a local relation): the edges are
-    derived from it again in every iteration. ``use_graphframes``: None picks GraphFrames when it
+    The edges are derived from ``replica_sets`` once. ``use_graphframes``: None picks GraphFrames when it
     is available, False forces the DataFrame implementation, True requires GraphFrames.
     """
-    edges = colocation_edges(replica_sets)
+    # Materialised once (at most brokers² rows): every iteration joins it again.
+    edges = colocation_edges(replica_sets).localCheckpoint(eager=True)
     if use_graphframes is None:
         use_graphframes = graphframes_available(spark)
     if use_graphframes:

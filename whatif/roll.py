@@ -27,9 +27,10 @@ the ISR is restored between batches, the order of the batches does not matter, o
 brokers share one. A batching "of size N" splits the live brokers into ⌈n/N⌉ batches of at most N
 brokers. A partition with ISR slack ``s = |live ISR| − min.insync.replicas`` allows at most ``s``
 of its ISR members in the same batch, so a partition with ``s ≤ 0`` (at min ISR already, below
-it, or offline) makes every batching unsafe. ``max_safe_batch`` is the largest N for which a safe
-batching of size N is found (0 when some partition makes every batching unsafe);
-``max_safe_batch_others`` the same over the partitions with ``s ≥ 1``.
+it, or offline) makes every batching unsafe. ``max_safe_batch`` is the most brokers one batch of a
+safe batching restarts together — the largest batch of the greedy's batching for the largest N
+it succeeds at (0 when some partition makes every batching unsafe); ``max_safe_batch_others``
+the same over the partitions with ``s ≥ 1``.
 
 Finding a safe batching is graph colouring: brokers sharing a tight partition may not share a
 batch. The planner collects, per pair of brokers, the smallest slack of the partitions whose ISR
@@ -49,7 +50,7 @@ rack per batch, racks in name order, then every rackless broker on its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,8 @@ UNDER = "under_min_isr"
 MOVED = "leader_moved"
 REASON = "reason"
 
+# Broker ids up to this are looked up in an array literal indexed by id (``batch_lookup``).
+MAX_DENSE_ID = 1 << 16
 # The summary lists at most this many unsafe partitions (the count is always exact).
 MAX_LISTED = 1000
 NO_LEADER = s.NO_LEADER
@@ -128,7 +131,7 @@ def partition_form(spark: SparkSession, cluster: WhatIfCluster) -> DataFrame:
     ``isr_live``: the ISR members on live brokers, in ISR order; ``slack``: ``live_isr_size −
     min_isr``.
     """
-    live = literal_array(cluster.brokers)
+    live = batch_lookup([cluster.brokers])
     default = cluster.broker_defaults.min_insync_replicas
     frame = cluster.partitions.select(s.TOPIC, s.PARTITION, s.REPLICAS, s.ISR, s.LEADER)
     overrides = {
@@ -150,25 +153,38 @@ def partition_form(spark: SparkSession, cluster: WhatIfCluster) -> DataFrame:
     else:
         frame = frame.withColumn(MIN_ISR, F.lit(default))
     return (
-        frame.withColumn(ISR_LIVE, F.filter(s.ISR, lambda b: F.array_contains(live, b)))
+        frame.withColumn(ISR_LIVE, F.filter(s.ISR, lambda b: live(b) >= 0))
         .withColumn(LIVE_ISR_SIZE, F.size(ISR_LIVE))
         .withColumn(SLACK, F.col(LIVE_ISR_SIZE) - F.col(MIN_ISR))
     )
 
 
-def _batch_map(batches: Sequence[Sequence[int]]) -> Column:
-    """broker → its batch index (0-based), as a map literal."""
-    keys = [b for batch in batches for b in batch]
-    values = [i for i, batch in enumerate(batches) for _ in batch]
-    return F.map_from_arrays(literal_array(keys), literal_array(values))
+BatchOf = Callable[[Column], Column]
 
 
-def _successor(batch_of: Column, batch: Column) -> Column:
+def batch_lookup(batches: Sequence[Sequence[int]]) -> BatchOf:
+    """broker Column → its batch index (0-based), -1 for a broker in no batch (not live, or no
+    broker: -1).
+
+    Broker ids are usually small: an array literal indexed by id is one bounds-checked read per
+    lookup, where a map literal or ``array_contains`` scans every entry, per replica of every
+    partition. Ids beyond ``MAX_DENSE_ID`` fall back to a map literal.
+    """
+    index = {b: i for i, batch in enumerate(batches) for b in batch}
+    top = max(index, default=0)
+    if top <= MAX_DENSE_ID:
+        dense = literal_array([index.get(b, -1) for b in range(top + 1)])
+        return lambda broker: F.coalesce(F.get(dense, broker), F.lit(-1))
+    keyed = F.map_from_arrays(literal_array(list(index)), literal_array(list(index.values())))
+    return lambda broker: F.coalesce(F.element_at(keyed, broker), F.lit(-1))
+
+
+def _successor(batch_of: BatchOf, batch: Column) -> Column:
     """The ControlledShutdown election while ``batch`` is down: the first replica in assignment
     order that is in the (live) ISR and not in the batch; null when there is none."""
     candidates = F.filter(
         s.REPLICAS,
-        lambda r: F.array_contains(ISR_LIVE, r) & (F.element_at(batch_of, r) != batch),
+        lambda r: F.array_contains(ISR_LIVE, r) & (batch_of(r) != batch),
     )
     return F.get(candidates, 0)
 
@@ -182,15 +198,15 @@ def with_leader_chain(form: DataFrame, batches: Sequence[Sequence[int]]) -> Data
     election: one change, (0, preferred). Otherwise leadership only moves when the current leader
     is shut down, to its successor, at most once per replica: a fold of at most RF steps.
     """
-    batch_of = _batch_map(batches)
-    live_leader = F.when(
-        F.element_at(batch_of, F.col(s.LEADER)).isNotNull(), F.col(s.LEADER)
-    ).otherwise(F.lit(NO_LEADER))
+    batch_of = batch_lookup(batches)
+    live_leader = F.when(batch_of(F.col(s.LEADER)) >= 0, F.col(s.LEADER)).otherwise(
+        F.lit(NO_LEADER)
+    )
     preferred = F.get(F.col(s.REPLICAS), 0)
     first_isr = F.coalesce(
         F.get(F.filter(s.REPLICAS, lambda r: F.array_contains(ISR_LIVE, r)), 0), F.lit(NO_LEADER)
     )
-    in_first = (live_leader != NO_LEADER) & (F.element_at(batch_of, live_leader) == 0)
+    in_first = batch_of(live_leader) == 0
     during_first = F.when(
         in_first, F.coalesce(_successor(batch_of, F.lit(0)), live_leader)
     ).otherwise(live_leader)
@@ -202,8 +218,8 @@ def with_leader_chain(form: DataFrame, batches: Sequence[Sequence[int]]) -> Data
 
     def step(acc: Column, _: Column) -> Column:
         leader = acc["leader"]
-        at = F.element_at(batch_of, leader)
-        moves = F.coalesce((leader != NO_LEADER) & (at > acc["at"]), F.lit(False))
+        at = batch_of(leader)  # -1 for no leader: never after acc.at
+        moves = at > acc["at"]
         successor = F.coalesce(_successor(batch_of, at), leader)
         return F.struct(
             F.when(moves, successor).otherwise(leader).alias("leader"),
@@ -225,7 +241,7 @@ def with_leader_chain(form: DataFrame, batches: Sequence[Sequence[int]]) -> Data
     changes = F.when(F.array_contains(ISR_LIVE, preferred), F.array(change(F.lit(0), preferred)))
     changes = changes.otherwise(folded)
     return form.withColumn(CHANGES, changes).withColumn(
-        LEADER_AFTER, F.get(F.col(CHANGES), F.size(CHANGES) - 1)["leader"]
+        LEADER_AFTER, F.try_element_at(CHANGES, F.lit(-1))["leader"]
     )
 
 
@@ -234,7 +250,7 @@ def _leader_at_start(batch: Column) -> Column:
     before it."""
     earlier = F.filter(CHANGES, lambda c: c["at"] < batch)
     return F.when(batch == 0, F.col(s.LEADER)).otherwise(
-        F.get(earlier, F.size(earlier) - 1)["leader"]
+        F.try_element_at(earlier, F.lit(-1))["leader"]
     )
 
 
@@ -247,23 +263,15 @@ def batch_rows(form: DataFrame, batches: Sequence[Sequence[int]]) -> DataFrame:
     under_min_isr, leader_moved, and whether the partition was already offline or under min ISR.
     No job.
     """
-    batch_of = _batch_map(batches)
+    batch_of = batch_lookup(batches)
     chained = with_leader_chain(form, batches)
-    hit = F.array_distinct(
-        F.transform(
-            F.filter(s.REPLICAS, lambda r: F.element_at(batch_of, r).isNotNull()),
-            lambda r: F.element_at(batch_of, r),
-        )
-    )
-    rows = chained.withColumn(BATCH, F.explode(F.concat(hit, F.array(F.lit(-1)))))
+    # The batches holding a live replica, and -1 (the snapshot row) from replicas on no batch.
+    hit = F.array_union(F.transform(s.REPLICAS, batch_of), F.array(F.lit(-1)))
+    rows = chained.withColumn(BATCH, F.explode(hit))
     batch = F.col(BATCH)
-    during = F.filter(ISR_LIVE, lambda r: F.element_at(batch_of, r) != batch)
+    during = F.filter(ISR_LIVE, lambda r: batch_of(r) != batch)
     leader = _leader_at_start(batch)
-    moved = (
-        (batch >= 0)
-        & F.coalesce(F.element_at(batch_of, leader) == batch, F.lit(False))
-        & _successor(batch_of, batch).isNotNull()
-    )
+    moved = (batch >= 0) & (batch_of(leader) == batch) & _successor(batch_of, batch).isNotNull()
     size = F.size(ISR_DURING)
     return (
         rows.withColumn(ISR_DURING, during)
@@ -341,24 +349,28 @@ def conflict_pairs(form: DataFrame) -> tuple[dict[tuple[int, int], int], int]:
     """(pairs, always unsafe): for each pair of brokers (a < b) both in the live ISR of some
     partition with slack ≥ 1, the smallest such slack; and how many partitions have slack ≤ 0
     (no batching keeps them at or above min ISR). One Spark job."""
-    tight = form.where((F.col(LIVE_ISR_SIZE) >= 2) & (F.col(SLACK) >= 1))
-    pairs = (
-        tight.select(F.explode(ISR_LIVE).alias("a"), ISR_LIVE, SLACK)
-        .select("a", F.explode(F.filter(ISR_LIVE, lambda x: x > F.col("a"))).alias("b"), SLACK)
+    slack = F.col(SLACK)
+    # A partition of slack ≤ 0 is one (-1, -1) row: the same aggregation counts them.
+    first = (
+        F.when(slack <= 0, F.array(F.lit(-1)))
+        .when(F.col(LIVE_ISR_SIZE) >= 2, F.col(ISR_LIVE))
+        .otherwise(F.array().cast("array<int>"))
+    )
+    rows = form.select(F.explode(first).alias("a"), ISR_LIVE, SLACK)
+    second = F.when(F.col("a") == -1, F.array(F.lit(-1))).otherwise(
+        F.filter(ISR_LIVE, lambda x: x > F.col("a"))
+    )
+    found = (
+        rows.select("a", F.explode(second).alias("b"), SLACK)
         .groupBy("a", "b")
-        .agg(F.min(SLACK).alias(SLACK))
+        .agg(F.min(SLACK).alias(SLACK), F.count(F.lit(1)).alias("n"))
+        .collect()
     )
-    always = (
-        form.where(F.col(SLACK) <= 0)
-        .agg(F.count(F.lit(1)).alias(SLACK))
-        .select(F.lit(-1).alias("a"), F.lit(-1).alias("b"), F.col(SLACK).cast("int"))
-    )
-    found = pairs.unionByName(always).collect()
     out: dict[tuple[int, int], int] = {}
     unsafe = 0
     for r in found:
         if r["a"] == -1:
-            unsafe = int(r[SLACK])
+            unsafe = int(r["n"])
         else:
             out[(int(r["a"]), int(r["b"]))] = int(r[SLACK])
     return out, unsafe
@@ -438,11 +450,18 @@ def rack_batches(brokers: Sequence[int], racks: Mapping[int, str | None]) -> lis
 
 
 def max_safe_batch(brokers: Sequence[int], pairs: Mapping[tuple[int, int], int]) -> int:
-    """The largest batch size for which ``greedy_batches`` finds a safe batching (1 at least:
-    one broker at a time is safe for every partition of slack ≥ 1)."""
+    """The most brokers one batch restarts in a safe batching the greedy finds: the largest
+    batch of its batching for the largest N it succeeds at (1 at least, one broker at a time
+    being safe for every partition of slack ≥ 1).
+
+    Batchings of at most N brokers, for every N giving the same number of batches, are the same
+    problem: the answer is the batch actually formed, not the loosest N (for racks of 34, 33
+    and 33 brokers and cross-rack conflicts, N = 49 also gives three batches, of 34, 33, 33).
+    """
     for size in range(len(brokers), 1, -1):
-        if greedy_batches(brokers, size, pairs) is not None:
-            return size
+        found = greedy_batches(brokers, size, pairs)
+        if found is not None:
+            return max(len(b) for b in found)
     return min(1, len(brokers))
 
 
@@ -458,8 +477,7 @@ def unsafe_rows(form: DataFrame, batches: Sequence[Sequence[int]], size: int | N
         capacity = F.least(slack, F.lit(size)) * count
         spread = "its ISR cannot be spread over the batches"
     else:
-        batch_of = _batch_map(batches)
-        ids = F.transform(ISR_LIVE, lambda r: F.element_at(batch_of, r))
+        ids = F.transform(ISR_LIVE, batch_lookup(batches))
         most = F.array_max(
             F.transform(F.array_distinct(ids), lambda b: F.size(F.filter(ids, lambda x: x == b)))
         )

@@ -295,7 +295,10 @@ def evaluate_batches(
     batch touches keeps its snapshot margin, which the batch -1 rows give once for all.
     """
     rows = batch_rows(form, batches)
-    as_int = lambda c: F.sum(F.col(c).cast("int"))  # noqa: E731
+
+    def as_int(flag: str) -> Column:
+        return F.sum(F.col(flag).cast("int"))
+
     found = (
         rows.groupBy(BATCH)
         .agg(
@@ -511,11 +514,13 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) ->
                 f"--batch {size} is more than the {len(brokers)} live brokers — "
                 f"use at most --batch {len(brokers)}"
             )
+    # Before any Spark job: a cluster without racks is an input error.
+    by_rack = rack_batches(brokers, cluster.racks) if options.by_rack else None
     form = partition_form(spark, cluster)
     pairs, always_unsafe = conflict_pairs(form)
     largest = max_safe_batch(brokers, pairs)
-    if options.by_rack:
-        batches, chosen_by = rack_batches(brokers, cluster.racks), "racks"
+    if by_rack is not None:
+        batches, chosen_by = by_rack, "racks"
     else:
         assert size is not None
         greedy = greedy_batches(brokers, size, pairs)

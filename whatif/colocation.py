@@ -110,9 +110,9 @@ def failure_domains(
     if use_graphframes is None:
         use_graphframes = graphframes_available(spark)
     if use_graphframes:
-        component = _graphframes_components(spark, brokers, edges)
         degree_rows = edges.groupBy(SRC).agg(F.count(F.lit(1)).alias(DEGREE)).collect()
         touched = {int(r[SRC]): int(r[DEGREE]) for r in degree_rows}
+        component = _graphframes_components(spark, sorted(set(brokers) | set(touched)), edges)
         engine = "graphframes"
     else:
         component, touched = label_propagation_components(spark, brokers, edges)

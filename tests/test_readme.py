@@ -1,12 +1,15 @@
-"""README's examples are real: its annotated scenario validates as written."""
+"""README's examples are real: its annotated scenario validates as written, and its what-if
+commands are ones ``kce`` accepts."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import yaml
 
+from spark_app.cli import _parser
 from spark_app.scenario import scenario_from_data
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -27,3 +30,26 @@ def test_readme_annotated_scenario_validates() -> None:
         "controlled_shutdown",
         "broker_failure",
     ]
+
+
+def _whatif_commands() -> list[list[str]]:
+    """README's ``kce whatif`` commands, continuation lines joined and comments dropped."""
+    text = "\n".join(re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S))
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [
+        shlex.split(line.split("#")[0])[1:]
+        for line in joined.splitlines()
+        if line.startswith("kce whatif")
+    ]
+
+
+def test_readme_whatif_commands_parse() -> None:
+    """Each what-if example is a command ``kce`` accepts, with the options it shows."""
+    commands = _whatif_commands()
+    assert len(commands) >= 6
+    questions = set()
+    for argv in commands:
+        args = _parser().parse_args(argv)
+        assert args.command == "whatif"
+        questions.add(args.question)
+    assert {"fail", "roll", "scale-out", "leaders", "audit"} <= questions

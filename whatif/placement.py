@@ -50,15 +50,9 @@ from whatif.generate import (
     with_generated,
 )
 from whatif.options import DecommissionOptions, ScaleOutOptions
-from whatif.planner import (
-    PlacementPlan,
-    PlacementTarget,
-    plan_placement,
-    spread,
-    timed,
-    with_bytes,
-    without_gc,
-)
+from whatif.placement_candidates import with_bytes
+from whatif.placement_greedy import PlacementTarget
+from whatif.planner import PlacementPlan, plan_placement, spread, timed, without_gc
 from whatif.report import Section, bars_before_after
 
 PLANNED = "planned_replicas"

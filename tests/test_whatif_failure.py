@@ -34,6 +34,7 @@ from statemachines.brokers import BrokerSet, ClusterView
 from statemachines.columns import in_topics
 from statemachines.layout import to_compact, to_public_partitions
 from whatif import broker_balance as bb
+from whatif.broker_failure import Snapshot, after_failure, snapshot_facts, topics_frame
 from whatif.cluster import (
     OFFLINE,
     ONLINE,
@@ -43,15 +44,8 @@ from whatif.cluster import (
     empty_columns,
     partitions_frame,
 )
-from whatif.failure import (
-    Snapshot,
-    after_failure,
-    answer,
-    failure_sets,
-    offline_per_set,
-    snapshot_facts,
-    topics_frame,
-)
+from whatif.failure import answer
+from whatif.failure_sets import failure_sets, offline_per_set
 from whatif.options import FailOptions
 from whatif.sources import load_cluster
 

@@ -39,15 +39,9 @@ from whatif.generate import (
 )
 from whatif.options import DecommissionOptions, ScaleOutOptions
 from whatif.placement import decommission, scale_out
+from whatif.placement_greedy import Greedy, PlacementTarget
 from whatif.plan_check import check_plan, errors, plan_from_json
-from whatif.planner import (
-    Greedy,
-    PlacementPlan,
-    PlacementTarget,
-    lower_bound_moves,
-    plan_placement,
-    spread,
-)
+from whatif.planner import PlacementPlan, lower_bound_moves, plan_placement, spread
 
 DATA = Path(__file__).parent / "data" / "whatif"
 Rows = list[tuple[str, int, list[int]]]

@@ -24,16 +24,9 @@ from whatif.cluster import (
     partitions_frame,
 )
 from whatif.options import RollOptions
-from whatif.roll import (
-    answer,
-    evaluate_batches,
-    greedy_batches,
-    id_order_batches,
-    max_safe_batch,
-    partition_form,
-    rack_batches,
-    with_leader_chain,
-)
+from whatif.roll import answer
+from whatif.roll_batches import greedy_batches, id_order_batches, max_safe_batch, rack_batches
+from whatif.roll_evaluation import evaluate_batches, partition_form, with_leader_chain
 from whatif.sources import load_cluster
 
 DATA = Path(__file__).parent / "data" / "whatif"

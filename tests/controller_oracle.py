@@ -578,10 +578,16 @@ def failover(
 ) -> ReferenceController:
     """Kafka's rules for the controller that took over from ``rc``'s (epoch ``epoch``, the
     ``live`` brokers registered): it reads the partitions as ``rc`` left them in ZooKeeper
-    (failed log directories are not in ZooKeeper), then runs its auto-rebalance checks."""
+    (failed log directories are not in ZooKeeper), learns the failed log directories of running
+    brokers when its failover changed something (the LeaderAndIsr answers KAFKA_STORAGE_ERROR,
+    as the emulated cluster notifies them), then runs its auto-rebalance checks."""
     zk = [replace(p, offline_dir_replicas=frozenset()) for p in rc.partitions.values()]
     unclean = {t: True for t in rc.unclean_by_topic if rc.unclean_by_topic[t]}
     new = ReferenceController.after_failover(zk, live, epoch, unclean)
+    failed = rc.offline_dir_brokers & live
+    changed = any(new.partitions[(p.topic, p.partition)] != p for p in zk)
+    if failed and changed:
+        new.on_log_dir_failure(failed)
     for _check in range(rebalance_checks):
         new.check_and_trigger_auto_leader_rebalance(IMBALANCE_PERCENTAGE)
     return new

@@ -16,7 +16,7 @@ from spark_app.admin_validation import (
     validate_topic_create,
     validate_topic_exists,
 )
-from spark_app.scenario import EVENT_TYPES, ScenarioEvent
+from spark_app.scenario import EVENT_TYPES, REPLICATION_EVENT_TYPES, ScenarioEvent
 from statemachines.assignment import BrokerMetadata
 
 BROKERS = [BrokerMetadata(b, None) for b in (0, 1, 2, 3)]
@@ -29,9 +29,13 @@ def _rejected(call: typing.Callable[[], object]) -> AdminRequestError:
 
 
 def test_every_scenario_event_type_has_exactly_one_action() -> None:
+    # The replication events are modelled and validated; the runner does not play them yet.
     members = typing.get_args(typing.get_args(ScenarioEvent)[0])
-    assert set(ACTIONS) == set(members)
-    assert sorted(cls.model_fields["type"].default for cls in ACTIONS) == sorted(EVENT_TYPES)
+    played = {m for m in members if m.model_fields["type"].default not in REPLICATION_EVENT_TYPES}
+    assert set(ACTIONS) == played
+    assert sorted(cls.model_fields["type"].default for cls in ACTIONS) == sorted(
+        set(EVENT_TYPES) - set(REPLICATION_EVENT_TYPES)
+    )
 
 
 def test_creating_an_existing_topic_is_topic_exists() -> None:

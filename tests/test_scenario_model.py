@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from controller.events.controller_events import TopicPartition
 from spark_app.scenario import (
     EVENT_TYPES,
+    REPLICATION_EVENT_TYPES,
     KafkaConfig,
     Scenario,
     ScenarioError,
@@ -107,7 +108,7 @@ def test_reference_example_parses_with_typed_objects() -> None:
         "reassign_partitions", "cancel_reassignment", "elect_leaders", "isr_change",
         "set_topic_config", "zk_session_expiry", "log_dir_failure",
     ]  # fmt: skip
-    assert set(EVENT_TYPES) == {e.type for e in s.events}
+    assert set(EVENT_TYPES) - set(REPLICATION_EVENT_TYPES) == {e.type for e in s.events}
     assert s.config.unclean_leader_election_enable is False
     assert s.cluster.topics[0].config.unclean_leader_election_enable == "true"
     assert s.cluster.topics[0].assignment == {0: (1, 2, 3)}
@@ -671,7 +672,7 @@ def test_shipped_scenarios_cover_what_they_promise() -> None:
     assert {"rack-b-outage", "every-handler", "decommission"} <= names
     assert {e.type for e in load_scenario(SCENARIOS / "every-handler.yaml").events} == set(
         EVENT_TYPES
-    )
+    ) - set(REPLICATION_EVENT_TYPES)
     outage = load_scenario(SCENARIOS / "rack-b-outage.yaml")
     failed = outage.timeline()[0]
     assert isinstance(failed, ev.BrokerFailure) and len(outage.brokers()) == 100

@@ -6,19 +6,21 @@
 
 from spark_app.scenario.durations import Duration, format_duration, parse_duration
 from spark_app.scenario.errors import Problem, ScenarioError, format_problems
-from spark_app.scenario.events import EVENT_TYPES, ScenarioEvent, TopicSpec
-from spark_app.scenario.kafka_config import (
-    DEFAULT_KAFKA_VERSION,
-    SUPPORTED_KAFKA_VERSIONS,
-    KafkaConfig,
-    TopicConfig,
+from spark_app.scenario.events import (
+    EVENT_TYPES,
+    REPLICATION_EVENT_TYPES,
+    ScenarioEvent,
+    TopicSpec,
 )
+from spark_app.scenario.kafka_config import KafkaConfig, TopicConfig
+from spark_app.scenario.kafka_values import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
 from spark_app.scenario.loading import load_scenario, parse_scenario, scenario_from_data
 from spark_app.scenario.model import Scenario
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "EVENT_TYPES",
+    "REPLICATION_EVENT_TYPES",
     "SUPPORTED_KAFKA_VERSIONS",
     "Duration",
     "KafkaConfig",

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from spark_app.scenario import events as ev
 from spark_app.scenario.cluster import Cluster
 from spark_app.scenario.errors import Problem, join_path
-from spark_app.scenario.kafka_config import KafkaConfig, ibp_key, kafka_version_tuple
+from spark_app.scenario.kafka_config import KafkaConfig
+from spark_app.scenario.kafka_values import ibp_key, kafka_version_tuple, record_version
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -298,6 +299,20 @@ class Checker:
             self.add(
                 ("config", "inter.broker.protocol.version"),
                 f"{ibp} is newer than kafka_version {self.kafka_version}; use {major}.{minor} or older",
+            )
+        fmt = self.config.log_message_format_version
+        if ibp_key(fmt) > (major, minor, 0, 1_000):
+            self.add(
+                ("config", "log.message.format.version"),
+                f"{fmt} is newer than kafka_version {self.kafka_version}; use {major}.{minor} or older",
+            )
+        elif record_version(fmt) > record_version(ibp):
+            # KafkaConfig's startup check: the protocol must carry the record format it writes.
+            self.add(
+                ("config", "log.message.format.version"),
+                f"{fmt} writes record format v{record_version(fmt)} but "
+                f"inter.broker.protocol.version {ibp} carries v{record_version(ibp)}; lower the "
+                "format or raise the protocol version",
             )
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 from spark_app.scenario.checks import Checker
 from spark_app.scenario.cluster import Cluster
 from spark_app.scenario.durations import format_duration
+from spark_app.scenario.emulation import Emulation
 from spark_app.scenario.errors import Problem
 from spark_app.scenario.events import ScenarioEvent
 from spark_app.scenario.kafka_config import KafkaConfig
+from spark_app.scenario.replication_checks import check_emulation
 from spark_app.scenario.timeline_checks import check_events
 
 
@@ -18,6 +20,7 @@ def check_scenario(
     kafka_version: str,
     events: tuple[ScenarioEvent, ...],
     until: int,
+    emulation: Emulation,
 ) -> list[Problem]:
     """Every cross-field problem as ``(path, message)``; empty if valid."""
     c = Checker(cluster, config, kafka_version, events)
@@ -27,6 +30,7 @@ def check_scenario(
     c.state(known, topics)
     c.check_config()
     check_events(c, known, live, topics)
+    check_emulation(c, emulation)
     last = max((e.at for e in events), default=0)
     if until < last:
         c.add(

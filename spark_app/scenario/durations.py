@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)\s*$")
@@ -46,3 +46,15 @@ def format_duration(ms: int) -> str:
 
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 """A field type: accepts every form ``parse_duration`` does, holds int milliseconds."""
+
+
+def _positive(ms: int) -> int:
+    if ms <= 0:
+        raise ValueError(
+            f"a duration of {format_duration(ms)} does nothing; give one > 0 ({_HINT})"
+        )
+    return ms
+
+
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+"""A ``Duration`` that must be > 0: how long a fault lasts."""

@@ -3,16 +3,21 @@
 Each event is what an operator or the cluster does at a virtual time; the docstrings name the
 Kafka controller event (spec §4.3) it leads to. Whether an event makes sense at its time (topic
 exists, broker is up) is checked against the whole timeline in ``checks``.
+
+The replication events (``REPLICATION_EVENT_TYPES``) act below the controller: producers append
+to leaders, followers fetch, brokers pause, slow down, lose their network or their power. They
+reach the controller only through what Kafka's brokers do about them (ISR changes, expired
+sessions, restarts).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Strict, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Strict, Tag
 
 from controller.events.controller_events import TopicPartition
-from spark_app.scenario.durations import Duration
+from spark_app.scenario.durations import Duration, PositiveDuration
 from spark_app.scenario.kafka_config import TopicConfig
 from statemachines.election_kinds import ElectionType
 
@@ -207,6 +212,121 @@ class LogDirFailure(_Event):
     broker: BrokerId = Field(description="the broker with the failed directory")
 
 
+# -- replication below the controller ----------------------------------------------------------
+
+ALL_TOPICS = "all"
+"""``topic: all`` in ``produce``/``set_produce_rate``: every partition of every topic."""
+
+Brokers = Annotated[tuple[BrokerId, ...], Field(min_length=1)]
+Rate = Annotated[float, Strict(), Field(ge=0)]  # Strict: ints pass, `true` and "5" do not
+
+
+def _acks(value: object) -> object:
+    # The producer's acks: "all" (or -1, the same setting in Kafka), 1 or 0, as ints or strings.
+    if isinstance(value, bool | float):
+        raise ValueError(f"{value!r} is not an acks setting; use all, 1 or 0")
+    if value in (-1, "-1"):
+        return "all"
+    return int(value) if value in ("1", "0") else value
+
+
+Acks = Annotated[Literal["all", 1, 0], BeforeValidator(_acks)]
+
+
+class Produce(_Event):
+    """A burst of ``records`` appended at once to the leader of each partition named. With
+    ``acks: all`` Kafka's leader rejects the write (``NotEnoughReplicasException``) while the ISR is
+    smaller than ``min.insync.replicas`` and acknowledges it once every ISR member has fetched it
+    (the high watermark passed it); ``acks: 1`` is acknowledged after the leader's append,
+    ``acks: 0`` never."""
+
+    type: Literal["produce"] = Field("produce", description="event type")
+    topic: str = Field(description="a topic name, or 'all' for every partition of every topic")
+    partition: PartitionId | None = Field(
+        None, description="one partition of the named topic (default: each of its partitions)"
+    )
+    records: Count = Field(description="records appended to each partition")
+    acks: Acks = Field("all", description="the producer's acks: all (or -1), 1 or 0")
+
+
+class SetProduceRate(_Event):
+    """A steady produce load from this time on: each partition's leader appends
+    ``records_per_s`` records of ``bytes_per_record`` bytes per second (0 stops it)."""
+
+    type: Literal["set_produce_rate"] = Field("set_produce_rate", description="event type")
+    topic: str = Field(description="a topic name, or 'all' for every topic")
+    records_per_s: Rate = Field(description="records per second per partition (>= 0)")
+    bytes_per_record: Count = Field(1024, description="bytes per record")
+
+
+class FetchStop(_Event):
+    """The brokers' replica fetcher threads stop for ``duration``: their followers fall behind,
+    and a leader drops a follower from the ISR once it has not caught up for
+    ``replica.lag.time.max.ms``. The brokers stay registered and keep leading."""
+
+    type: Literal["fetch_stop"] = Field("fetch_stop", description="event type")
+    brokers: Brokers = Field(description="brokers whose fetchers stop")
+    duration: PositiveDuration = Field(description="how long they stay stopped (> 0)")
+
+
+class BrokerPause(_Event):
+    """A stop-the-world pause (a long GC): the brokers neither fetch, serve nor heartbeat
+    ZooKeeper for ``duration``. A pause longer than ``zookeeper.session.timeout.ms`` expires the
+    session (its ``/brokers/ids`` znode vanishes -> ``BrokerChange``); the broker re-registers when
+    it resumes."""
+
+    type: Literal["broker_pause"] = Field("broker_pause", description="event type")
+    brokers: Brokers = Field(description="brokers that pause")
+    duration: PositiveDuration = Field(description="how long the pause lasts (> 0)")
+
+
+class SlowBroker(_Event):
+    """The brokers' replica fetch throughput is divided by ``factor`` for ``duration`` (a slow
+    disk or network card): their followers lag, and drop out of the ISR when they lag longer than
+    ``replica.lag.time.max.ms``."""
+
+    type: Literal["slow_broker"] = Field("slow_broker", description="event type")
+    brokers: Brokers = Field(description="brokers that slow down")
+    factor: float = Field(gt=1, strict=True, description="fetch throughput divided by this (> 1)")
+    duration: PositiveDuration = Field(description="how long they stay slow (> 0)")
+
+
+class NetworkPartition(_Event):
+    """The brokers are cut off for ``duration``: from the other brokers (no fetches either way;
+    they stay registered and keep leading, so their followers drop out of the ISR), from
+    ZooKeeper (their sessions expire after ``zookeeper.session.timeout.ms`` and the controller
+    moves leadership; a cut-off leader keeps serving until it learns), or from both."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
+    type: Literal["network_partition"] = Field("network_partition", description="event type")
+    brokers: Brokers = Field(description="brokers cut off")
+    from_: Literal["brokers", "zookeeper", "both"] = Field(
+        alias="from", description="cut off from: brokers, zookeeper or both"
+    )
+    duration: PositiveDuration = Field(description="how long the partition lasts (> 0)")
+
+
+class PowerLoss(_Event):
+    """The brokers' machines lose power: what their logs had not flushed to disk (the page cache,
+    see ``log.flush.interval.*`` and ``emulation.page_cache_flush_ms``) is lost, their sessions
+    end (``BrokerChange``), then they restart, recover their logs and register again."""
+
+    type: Literal["power_loss"] = Field("power_loss", description="event type")
+    brokers: Brokers = Field(description="brokers that lose power")
+
+
+class BrokerRestart(_Event):
+    """The brokers restart: clean is a controlled shutdown (``ControlledShutdown``, leaders moved
+    first) then a start; unclean is a crash (the session ends -> ``BrokerChange``) then a start.
+    Unflushed data survives either way (the OS keeps the page cache)."""
+
+    type: Literal["broker_restart"] = Field("broker_restart", description="event type")
+    brokers: Brokers = Field(description="brokers that restart")
+    clean: Annotated[bool, Strict()] = Field(
+        True, description="true: controlled shutdown, then start; false: crash, then start"
+    )
+
+
 ScenarioEvent = Annotated[
     BrokerFailure
     | BrokerStartup
@@ -220,7 +340,15 @@ ScenarioEvent = Annotated[
     | IsrChange
     | SetTopicConfig
     | ZkSessionExpiry
-    | LogDirFailure,
+    | LogDirFailure
+    | Produce
+    | SetProduceRate
+    | FetchStop
+    | BrokerPause
+    | SlowBroker
+    | NetworkPartition
+    | PowerLoss
+    | BrokerRestart,
     Field(discriminator="type"),
 ]
 
@@ -238,4 +366,25 @@ EVENT_TYPES: tuple[str, ...] = (
     "set_topic_config",
     "zk_session_expiry",
     "log_dir_failure",
+    "produce",
+    "set_produce_rate",
+    "fetch_stop",
+    "broker_pause",
+    "slow_broker",
+    "network_partition",
+    "power_loss",
+    "broker_restart",
 )
+
+REPLICATION_EVENT_TYPES: tuple[str, ...] = EVENT_TYPES[EVENT_TYPES.index("produce") :]
+"""The events below the controller (producers, fetchers, pauses, faults, restarts)."""
+
+REPLICATION_EVENTS = (
+    Produce, SetProduceRate, FetchStop, BrokerPause, SlowBroker, NetworkPartition, PowerLoss,
+    BrokerRestart,
+)  # fmt: skip
+
+
+def has_replication_event(events: tuple[ScenarioEvent, ...]) -> bool:
+    """Whether a timeline has a replication event (``Emulation.replication`` left unset)."""
+    return any(isinstance(e, REPLICATION_EVENTS) for e in events)

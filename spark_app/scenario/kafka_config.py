@@ -2,8 +2,9 @@
 
 Keys are Kafka's dotted names, exactly; values are typed the way Kafka's ``ConfigDef`` parses them:
 booleans accept ``true``/``false`` or the strings ``"true"``/``"false"`` (any case), ints accept
-ints or decimal strings. Defaults are Kafka's; the version-dependent ones (KIP-537 in 2.5, the
-protocol version) are resolved from the scenario's ``kafka_version`` by ``KafkaConfig.resolve``.
+ints or decimal strings (``kafka_values`` parses them). Defaults are Kafka's; the
+version-dependent ones (KIP-537 in 2.5, the protocol and message format versions) are resolved
+from the scenario's ``kafka_version`` by ``KafkaConfig.resolve``.
 
 Three §17 keys are per broker, not cluster-wide, so the scenario spells them elsewhere:
 ``broker.id`` and ``broker.rack`` in ``cluster.brokers``, ``zookeeper.connect`` in ``zookeeper``.
@@ -11,84 +12,24 @@ Three §17 keys are per broker, not cluster-wide, so the scenario spells them el
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-SUPPORTED_KAFKA_VERSIONS = (
-    *(f"2.{minor}" for minor in range(9)),
-    *(f"3.{minor}" for minor in range(5)),
+from spark_app.scenario.kafka_values import (
+    DEFAULT_KAFKA_VERSION,
+    KafkaBool,
+    KafkaInt,
+    MessageFormatVersion,
+    OptionalKafkaInt,
+    ProtocolVersion,
+    ibp_key,
+    kafka_bool,
+    kafka_int,
+    kafka_version_tuple,
+    unset_or,
 )
-DEFAULT_KAFKA_VERSION = "2.8"  # the spec's baseline (§0)
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?$")
-_IBP = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?$")
-
-
-def kafka_version_tuple(version: str) -> tuple[int, int]:
-    """``"2.8"`` or ``"2.8.2"`` -> ``(2, 8)``."""
-    match = _VERSION.match(version)
-    if match is None:
-        raise ValueError(f"{version!r} is not a Kafka version like '2.8'")
-    return int(match.group(1)), int(match.group(2))
-
-
-def parse_kafka_version(value: object) -> str:
-    """A supported Kafka version string; ``ValueError`` naming the supported ones otherwise."""
-    # An unquoted YAML `2.8` arrives as a float; it can only mean the version "2.8".
-    text = str(value) if isinstance(value, float) else value
-    if not isinstance(text, str) or _VERSION.match(text) is None:
-        raise ValueError(f"{value!r} is not a Kafka version; quote it, e.g. kafka_version: '2.8'")
-    major, minor = kafka_version_tuple(text)
-    if f"{major}.{minor}" not in SUPPORTED_KAFKA_VERSIONS:
-        raise ValueError(
-            f"Kafka {text} is not emulated; use one of {', '.join(SUPPORTED_KAFKA_VERSIONS)}"
-        )
-    return text
-
-
-KafkaVersion = Annotated[str, BeforeValidator(parse_kafka_version)]
-
-
-def ibp_key(ibp: str) -> tuple[int, int, int, int]:
-    """Sort key of an ``inter.broker.protocol.version``; no ``-IVn`` means the release's latest."""
-    match = _IBP.match(ibp)
-    if match is None:
-        raise ValueError(f"{ibp!r} is not an inter.broker.protocol.version like '2.7-IV2'")
-    major, minor, patch, iv = match.groups()
-    return int(major), int(minor), int(patch or 0), int(iv) if iv is not None else 1_000
-
-
-def _ibp(value: object) -> str:
-    if isinstance(value, float):  # unquoted YAML 2.7
-        value = str(value)
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a protocol version; write e.g. '2.7-IV2' or '2.8'")
-    ibp_key(value)
-    return value
-
-
-def _kafka_bool(value: object) -> bool:
-    # Kafka's ConfigDef.parseType(BOOLEAN): a Boolean, or "true"/"false" ignoring case and blanks.
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f'{value!r} is not a boolean; Kafka accepts true/false or "true"/"false"')
-
-
-def _kafka_int(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        return int(value)
-    raise ValueError(f"{value!r} is not an integer; write e.g. 5000 or '5000'")
-
-
-KafkaBool = Annotated[bool, BeforeValidator(_kafka_bool)]
-KafkaInt = Annotated[int, BeforeValidator(_kafka_int)]
-ProtocolVersion = Annotated[str, BeforeValidator(_ibp)]
 
 
 def version_defaults(kafka_version: str) -> dict[str, object]:
@@ -99,6 +40,8 @@ def version_defaults(kafka_version: str) -> dict[str, object]:
         "zookeeper.session.timeout.ms": 18_000 if kip_537 else 6_000,
         "replica.lag.time.max.ms": 30_000 if kip_537 else 10_000,
         "inter.broker.protocol.version": f"{major}.{minor}",
+        # Kafka 3 deprecates the key and pins its default to 3.0-IV1 (KIP-724).
+        "log.message.format.version": f"{major}.{minor}" if major < 3 else "3.0-IV1",
     }
 
 
@@ -215,6 +158,25 @@ class KafkaConfig(BaseModel):
         "delete.records.purgatory.purge.interval.requests", "delete-records purge interval",
         default=1,
     )  # fmt: skip
+    replica_lag_max_messages: KafkaInt = _key(
+        "replica.lag.max.messages", "ISR rule of Kafka <= 0.8.x (emulation.isr_rule: count): a "
+        "follower this many messages behind leaves the ISR; removed in 0.9 (KIP-16)",
+        default=4_000, ge=0,
+    )  # fmt: skip
+    log_message_format_version: MessageFormatVersion = _key(
+        "log.message.format.version", "record format the leaders write: v0 before 0.10.0, v1 "
+        "0.10.x, v2 0.11.0+; at most the protocol's; default = kafka_version (3.x: 3.0-IV1)",
+        default=DEFAULT_KAFKA_VERSION,
+    )  # fmt: skip
+    log_flush_interval_messages: KafkaInt = _key(
+        "log.flush.interval.messages", "fsync a log after this many appended messages",
+        default=9_223_372_036_854_775_807, ge=1,
+    )  # fmt: skip
+    log_flush_interval_ms: OptionalKafkaInt = _key(
+        "log.flush.interval.ms", "fsync a log this long after its last flush; null = not set "
+        "(the OS page cache decides)",
+        default=None, ge=0,
+    )  # fmt: skip
     delegation_token_expiry_check_interval_ms: KafkaInt = _key(
         "delegation.token.expiry.check.interval.ms", "controller token-expiry task period",
         default=3_600_000, ge=1,
@@ -261,6 +223,10 @@ class KafkaConfig(BaseModel):
         """``inter.broker.protocol.version >= version`` (e.g. ``"2.7-IV2"`` gates AlterIsr)."""
         return ibp_key(self.inter_broker_protocol_version) >= ibp_key(version)
 
+    def message_format_at_least(self, version: str) -> bool:
+        """``log.message.format.version >= version`` (e.g. ``"0.11.0"``: v2 record batches)."""
+        return ibp_key(self.log_message_format_version) >= ibp_key(version)
+
 
 def unknown_key_message(
     key: str, known: tuple[str, ...], misplaced: Mapping[str, str] | None = None
@@ -279,18 +245,13 @@ def unknown_key_message(
 _CLEANUP_POLICIES = ("compact", "delete")
 
 
-def _unset_or(parse: Any) -> Any:
-    # None (a dumped, unset key) stays unset; anything else must parse.
-    return lambda value: None if value is None else parse(value)
-
-
 def _topic_bool(value: object) -> str:
-    return "true" if _kafka_bool(value) else "false"
+    return "true" if kafka_bool(value) else "false"
 
 
 def _topic_int(minimum: int) -> Any:
     def check(value: object) -> str:
-        number = _kafka_int(value)
+        number = kafka_int(value)
         if number < minimum:
             raise ValueError(f"{number} is below the minimum {minimum}")
         return str(number)
@@ -316,16 +277,23 @@ class TopicConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
     unclean_leader_election_enable: Annotated[
-        str | None, BeforeValidator(_unset_or(_topic_bool))
+        str | None, BeforeValidator(unset_or(_topic_bool))
     ] = _key("unclean.leader.election.enable", "topic override of the broker default", default=None)
-    min_insync_replicas: Annotated[str | None, BeforeValidator(_unset_or(_topic_int(1)))] = _key(
+    min_insync_replicas: Annotated[str | None, BeforeValidator(unset_or(_topic_int(1)))] = _key(
         "min.insync.replicas", "topic override of the broker default", default=None
     )
-    retention_ms: Annotated[str | None, BeforeValidator(_unset_or(_topic_int(-1)))] = _key(
+    retention_ms: Annotated[str | None, BeforeValidator(unset_or(_topic_int(-1)))] = _key(
         "retention.ms", "log retention; -1 = unlimited", default=None
     )
-    cleanup_policy: Annotated[str | None, BeforeValidator(_unset_or(_cleanup_policy))] = _key(
+    cleanup_policy: Annotated[str | None, BeforeValidator(unset_or(_cleanup_policy))] = _key(
         "cleanup.policy", "'delete', 'compact' or 'compact,delete'", default=None
+    )
+
+    flush_messages: Annotated[str | None, BeforeValidator(unset_or(_topic_int(1)))] = _key(
+        "flush.messages", "topic override of log.flush.interval.messages", default=None
+    )
+    flush_ms: Annotated[str | None, BeforeValidator(unset_or(_topic_int(0)))] = _key(
+        "flush.ms", "topic override of log.flush.interval.ms", default=None
     )
 
     def overrides(self) -> dict[str, str]:

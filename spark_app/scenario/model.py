@@ -25,12 +25,13 @@ from spark_app.scenario.cluster import (
 )
 from spark_app.scenario.cross_checks import check_scenario
 from spark_app.scenario.durations import Duration
+from spark_app.scenario.emulation import Emulation
 from spark_app.scenario.errors import ScenarioError
 from spark_app.scenario.events import STRICT, ScenarioEvent
-from spark_app.scenario.kafka_config import (
+from spark_app.scenario.kafka_config import KafkaConfig
+from spark_app.scenario.kafka_values import (
     DEFAULT_KAFKA_VERSION,
     SUPPORTED_KAFKA_VERSIONS,
-    KafkaConfig,
     KafkaVersion,
     kafka_version_tuple,
 )
@@ -78,11 +79,6 @@ class KazooZooKeeper(BaseModel):
 
 
 ZooKeeperSettings = Annotated[EmulatedZooKeeper | KazooZooKeeper, Field(discriminator="mode")]
-
-
-class Emulation(BaseModel):
-    model_config = STRICT
-    catch_up_ms: Duration = Field(0, description="how long a live follower takes to rejoin the ISR")
 
 
 DEFAULT_DRIVER_ROWS = 10_000
@@ -138,7 +134,7 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
         problems = check_scenario(
-            self.cluster, self.config, self.kafka_version, self.events, self.until
+            self.cluster, self.config, self.kafka_version, self.events, self.until, self.emulation
         )
         if problems:
             raise ScenarioError(problems)
@@ -148,6 +144,11 @@ class Scenario(BaseModel):
 
     def version(self) -> tuple[int, int]:
         return kafka_version_tuple(self.kafka_version)
+
+    def replication_enabled(self) -> bool:
+        """Whether the run models replication: ``emulation.replication``, or when unset, whether
+        the timeline has a replication event."""
+        return self.emulation.replication_on(self.events)
 
     def brokers(self) -> tuple[BrokerMetadata, ...]:
         """Every broker known to the scenario, in file (or id) order."""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from spark_app.scenario import events as ev
 from spark_app.scenario.checks import Checker, TopicState, format_ids
 from spark_app.scenario.durations import format_duration
+from spark_app.scenario.replication_checks import check_replication_event
 
 # Kafka versions that introduced an API (KIP-183 ElectPreferredLeaders, KIP-455, KIP-460).
 ELECT_PREFERRED_API = (2, 2)
@@ -51,7 +52,9 @@ def check_events(
                     f"{c.kafka_version}); raise kafka_version or {fix}",
                 )
 
-        if isinstance(e, ev.BrokerFailure | ev.BrokerStartup):
+        if isinstance(e, ev.REPLICATION_EVENTS):
+            check_replication_event(c, path, e, known, live, leaving, topics)
+        elif isinstance(e, ev.BrokerFailure | ev.BrokerStartup):
             c.known(known, (*path, "brokers"), e.brokers)
             starting = isinstance(e, ev.BrokerStartup)
             for j, b in enumerate(e.brokers):

@@ -46,6 +46,16 @@ def _parser() -> argparse.ArgumentParser:
         "(overrides the file)",
     )
     run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="override a Kafka key of the scenario's config (log.message.format.version=0.10.2, "
+        "or config.KEY=VALUE) or an emulation field (emulation.isr_rule=count); VALUE is read as "
+        "YAML; repeatable",
+    )
+    run.add_argument(
         "--driver-rows",
         type=int,
         metavar="N",
@@ -95,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     from spark_app.validate import ClusterModelError
 
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario, args.overrides)
     except ScenarioError as err:
         print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
         return EXIT_INVALID

@@ -105,16 +105,17 @@ def parse_message_format(value: object) -> str:
     # An unquoted YAML 2.8 is a float; 0.10 would arrive as 0.1 and is rejected below.
     text = str(value) if isinstance(value, float) else value
     match = _IBP.match(text) if isinstance(text, str) else None
+    shown = f"the number {value!r}" if isinstance(value, float) else repr(value)
     if match is None:
-        raise ValueError(f"{value!r} is not a log.message.format.version; {_FORMAT_HINT}")
+        raise ValueError(f"{shown} is not a log.message.format.version; {_FORMAT_HINT}")
     major, minor, patch, iv = match.groups()
     suffix = f"-IV{iv}" if iv is not None else ""
     if major == "0":
         if patch is None or (int(minor), int(patch)) not in _ZERO_RELEASES:
-            raise ValueError(f"{value!r} is not a Kafka 0.x release; {_FORMAT_HINT}")
+            raise ValueError(f"{shown} is not a Kafka 0.x release; {_FORMAT_HINT}")
         return f"0.{int(minor)}.{int(patch)}{suffix}"
     if int(major) not in (1, 2, 3) or (major == "1" and int(minor) > 1):
-        raise ValueError(f"{value!r} is not a Kafka release; {_FORMAT_HINT}")
+        raise ValueError(f"{shown} is not a Kafka release; {_FORMAT_HINT}")
     return f"{int(major)}.{int(minor)}{suffix}"
 
 

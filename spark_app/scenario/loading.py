@@ -1,7 +1,12 @@
-"""Loading a scenario: strict YAML (safe, no duplicate keys) -> ``Scenario`` or ``ScenarioError``."""
+"""Loading a scenario: strict YAML (safe, no duplicate keys) -> ``Scenario`` or ``ScenarioError``.
+
+``overrides`` are ``kce run --set KEY=VALUE`` options (``overrides``), applied to the parsed
+mapping before validation.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +15,7 @@ from pydantic import ValidationError
 
 from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
 from spark_app.scenario.model import Scenario
+from spark_app.scenario.overrides import apply_overrides, name_overrides, parse_overrides
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -32,8 +38,11 @@ def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
-def scenario_from_data(data: object, source: str | None = None) -> Scenario:
-    """Validate already-parsed YAML data; every problem in one ``ScenarioError``."""
+def scenario_from_data(
+    data: object, source: str | None = None, overrides: Sequence[str] = ()
+) -> Scenario:
+    """Validate already-parsed YAML data, ``--set`` overrides applied; every problem in one
+    ``ScenarioError``."""
     if not isinstance(data, dict):
         raise ScenarioError(
             [
@@ -44,13 +53,18 @@ def scenario_from_data(data: object, source: str | None = None) -> Scenario:
             ],
             source,
         )
+    parsed, problems = parse_overrides(overrides)
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(apply_overrides(data, parsed))
     except ValidationError as err:
-        raise ScenarioError(problems_from_validation_error(Scenario, err), source) from None
+        found = problems_from_validation_error(Scenario, err)
+        raise ScenarioError([*problems, *name_overrides(found, parsed)], source) from None
+    if problems:
+        raise ScenarioError(problems, source)
+    return scenario
 
 
-def parse_scenario(text: str, source: str = "<string>") -> Scenario:
+def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
     """Parse and validate scenario YAML text; syntax errors carry line and column."""
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
@@ -61,11 +75,12 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
         raise ScenarioError([("(yaml)", f"{where}{detail}")], source) from None
     except yaml.YAMLError as err:
         raise ScenarioError([("(yaml)", str(err))], source) from None
-    return scenario_from_data(data, source)
+    return scenario_from_data(data, source, overrides)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read, parse and validate a scenario file; ``ScenarioError`` lists every problem."""
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
+    ``ScenarioError`` lists every problem."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -73,4 +88,4 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(
             [("", f"cannot read the file: {err.strerror or err}")], source
         ) from None
-    return parse_scenario(text, source)
+    return parse_scenario(text, source, overrides)

@@ -764,9 +764,9 @@ def test_every_model_is_strict_and_every_field_described() -> None:
 
     from pydantic import BaseModel
 
-    from spark_app.scenario import cluster, kafka_config, model
+    from spark_app.scenario import cluster, emulation, kafka_config, model
 
-    for module in (model, cluster, ev, kafka_config):
+    for module in (model, cluster, ev, kafka_config, emulation):
         for cls in vars(module).values():
             if (
                 inspect.isclass(cls)

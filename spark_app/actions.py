@@ -15,6 +15,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError
 
 from controller.emulation.cluster import EmulatedCluster
+from controller.emulation.replication import Replication
 from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.zk import admin_zk_client as admin
@@ -82,6 +83,78 @@ class Actor:
 
     def log_dir_failure(self, event: se.LogDirFailure) -> None:
         self.cluster.log_dir_failure(event.broker)
+
+    # -- brokers and producers, below the controller (replication) ----------------------------
+
+    def replication(self) -> Replication:
+        if self.cluster.replication is None:  # the model turns it on for these events
+            raise RuntimeError("replication events need emulation.replication")
+        return self.cluster.replication
+
+    def produce(self, event: se.Produce) -> None:
+        topics = None if event.topic == se.ALL_TOPICS else [event.topic]
+        self.replication().produce(topics, event.partition, event.records, str(event.acks))
+
+    def set_produce_rate(self, event: se.SetProduceRate) -> None:
+        topics = None if event.topic == se.ALL_TOPICS else [event.topic]
+        self.replication().set_rate(topics, event.records_per_s, event.bytes_per_record)
+
+    def fetch_stop(self, event: se.FetchStop) -> None:
+        self.replication().until(event.brokers, "stopped_until", event.duration)
+
+    def broker_pause(self, event: se.BrokerPause) -> None:
+        self.replication().until(event.brokers, "paused_until", event.duration)
+        self._unreachable_from_zookeeper(event.brokers, event.duration)
+
+    def slow_broker(self, event: se.SlowBroker) -> None:
+        self.replication().slow(event.brokers, event.factor, event.duration)
+
+    def network_partition(self, event: se.NetworkPartition) -> None:
+        if event.from_ in ("brokers", "both"):
+            self.replication().until(event.brokers, "cut_off_until", event.duration)
+        if event.from_ in ("zookeeper", "both"):
+            self._unreachable_from_zookeeper(event.brokers, event.duration)
+
+    def power_loss(self, event: se.PowerLoss) -> None:
+        for b in event.brokers:
+            self.cluster.crash(b)
+        self.replication().lose_unflushed(event.brokers)
+        self._restart(event.brokers)
+
+    def broker_restart(self, event: se.BrokerRestart) -> None:
+        for b in event.brokers:
+            if event.clean:
+                self.cluster.controlled_shutdown(b)
+            else:
+                self.cluster.crash(b)
+        self._restart(event.brokers)
+
+    def _restart(self, brokers: tuple[int, ...]) -> None:
+        """The controller learns of the failures first; then the brokers start again, and
+        their logs are recovered (truncated) before anything else happens."""
+        self.cluster.drain()
+        for b in brokers:
+            self.cluster.start_broker(b)
+        self.cluster.drain()
+
+    def _unreachable_from_zookeeper(self, brokers: tuple[int, ...], duration_ms: int) -> None:
+        """A broker that cannot heartbeat for longer than ``zookeeper.session.timeout.ms`` loses
+        its session then (its ephemerals vanish), and registers again when it is back."""
+        timeout = self.replication().settings.session_timeout_ms
+        if duration_ms <= timeout:
+            return
+        cluster, now = self.cluster, self.cluster.clock.now_ms()
+
+        def lose() -> None:
+            for b in brokers:
+                cluster.lose_session(b)
+
+        def back() -> None:
+            for b in brokers:
+                cluster.reconnect(b)
+
+        cluster.timer.schedule_at(now + timeout, lose)
+        cluster.timer.schedule_at(now + duration_ms, back)
 
     # -- admin: topics -------------------------------------------------------------------------
 
@@ -172,4 +245,12 @@ ACTIONS: dict[type[Any], Callable[[Actor, Any], None]] = {
     se.SetTopicConfig: Actor.set_topic_config,
     se.ZkSessionExpiry: Actor.zk_session_expiry,
     se.LogDirFailure: Actor.log_dir_failure,
+    se.Produce: Actor.produce,
+    se.SetProduceRate: Actor.set_produce_rate,
+    se.FetchStop: Actor.fetch_stop,
+    se.BrokerPause: Actor.broker_pause,
+    se.SlowBroker: Actor.slow_broker,
+    se.NetworkPartition: Actor.network_partition,
+    se.PowerLoss: Actor.power_loss,
+    se.BrokerRestart: Actor.broker_restart,
 }

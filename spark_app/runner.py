@@ -33,6 +33,8 @@ from spark_app.actions import Actor
 from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
 from spark_app.progress import Progress
+from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replication_settings
+from spark_app.replication_outputs import summary as replication_summary
 from spark_app.scenario import Scenario, ScenarioEvent, format_duration
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
@@ -138,6 +140,8 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
     )
+    if scenario.replication_enabled():
+        cluster.model_replication(replication_settings(scenario))
     bootstrap_cluster(cluster.admin, {}, starting, cluster.states, rows=rows)
     for topic in scenario.cluster.topics:
         if topic.config.overrides():
@@ -265,12 +269,17 @@ def _write_outputs(
             if r is not None:
                 f.write(json.dumps(_record_json(r)) + "\n")
     unclean = 0
+    rep = cluster.replication
+    brokers = [metric_line(g) for g in rep.timeline] if rep is not None else []
     with (out / "metrics.jsonl").open("w") as f:
         for r in records:
+            while brokers and brokers[0]["virtual_time_ms"] < r.at_ms:
+                f.write(json.dumps(brokers.pop(0)) + "\n")
             unclean += r.counters.get("unclean_elected", 0)
             if r.gauges is not None:
                 line = {
                     "virtual_time_ms": r.at_ms,
+                    "source": "controller",
                     "controller": r.controller_id,
                     "ActiveControllerCount": 1,
                     "ControllerState": r.state,
@@ -280,6 +289,8 @@ def _write_outputs(
                     **asdict(r.gauges),
                 }
                 f.write(json.dumps(line) + "\n")
+        for line in brokers:
+            f.write(json.dumps(line) + "\n")
     active = cluster.active_controller()
     summary: dict[str, Any] = {
         "name": scenario.name,
@@ -294,6 +305,8 @@ def _write_outputs(
         "model_violations": None,  # checked on the final table when a controller holds one
     }
     if active is None or active.ctx.partitions is None:
+        if rep is not None:
+            summary.update(replication_summary(rep, None))
         return summary
     ctx = active.ctx
     topics = ctx.topics_frame()
@@ -319,6 +332,17 @@ def _write_outputs(
         "epoch_zk_version": ctx.epoch_zk_version,
     }
     summary["metrics"] = asdict(last) if last is not None else {}
+    logs = rep.partition_results() if rep is not None else None
+    if rep is not None and logs is not None:
+        listed = None
+        if rows is not None:  # final_state.json lists each partition's log state with it
+            by_key = {(x[s.TOPIC], x[s.PARTITION]): x.asDict() for x in logs.collect()}
+            for row in rows:
+                log_state = by_key.get((row[s.TOPIC], row[s.PARTITION]), {})
+                row.update({k: log_state.get(k) for k in LOG_STATE_KEYS})
+            listed = [by_key[k] for k in sorted(by_key)]
+        logs.write.mode("overwrite").parquet(str(out / "replication.parquet"))
+        summary.update(replication_summary(rep, listed))
     if rows is not None:
         final = {
             "controller": summary["controller"],

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from kazoo.exceptions import BadVersionError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -28,6 +29,7 @@ from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.gauges import lagging_positions
 from controller.commit.state_change_store import EventStateChangeLog
 from controller.context import ControllerContext
+from controller.emulation.replication import Replication, ReplicationSettings
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.kafka_controller import KafkaController
@@ -71,6 +73,7 @@ class EmulatedCluster:
     catch_up_ms: int = 0
     alter_isr: bool = True  # inter.broker.protocol.version >= 2.7-IV2
     state_change_log: EventStateChangeLog | None = None
+    replication: Replication | None = None  # the brokers' logs, when the scenario models them
 
     def __post_init__(self) -> None:
         self.timer = Timer(self.clock)
@@ -90,6 +93,8 @@ class EmulatedCluster:
             # (KAFKA_STORAGE_ERROR); the brokers tell it through their notification.
             for b in sorted(self.failed_log_dirs):
                 self.log_dir_failure(b)
+        if self.replication is not None:
+            return  # followers rejoin when their logs catch up
         if record.gauges is None or record.gauges.lagging_followers == 0:
             return
         if self.catch_up_ms == 0:
@@ -121,10 +126,13 @@ class EmulatedCluster:
         """Register ``/brokers/ids/<id>`` (a new broker epoch) and start its controller module."""
         broker = self.brokers[broker_id]
         self.failed_log_dirs.discard(broker_id)
-        if not broker.alive:  # a restart is a new process with a new session
+        restarted = not broker.alive
+        if restarted:  # a restart is a new process with a new session
             broker = self.add_broker(broker_id, broker.rack)
         broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
         broker.registered = True
+        if self.replication is not None:
+            self.replication.broker_started(broker_id, restarted)
         if start_controller:
             broker.controller.startup()
 
@@ -140,13 +148,29 @@ class EmulatedCluster:
 
     def expire_session(self, broker_id: int) -> None:
         """ZooKeeper session expiry (spec §3.6): Expire, then re-register and RegisterBrokerAndReelect."""
+        if self.lose_session(broker_id):
+            self.reconnect(broker_id)
+
+    def lose_session(self, broker_id: int) -> bool:
+        """The broker's session expires while its process lives on (it cannot reach ZooKeeper,
+        or it is paused): its ephemerals vanish. True if it had one."""
         broker = self.brokers[broker_id]
-        if not broker.alive:
-            return
+        if not broker.alive or not broker.registered:
+            return False
         broker.controller.events.clear_and_put(ev.Expire())
         self.drain()
         broker.zk = self.zookeeper.expire_session(broker.zk, reconnect=True)
+        broker.registered = False
+        return True
+
+    def reconnect(self, broker_id: int) -> None:
+        """A broker whose session expired reaches ZooKeeper again: a new registration (a new
+        broker epoch) and ``RegisterBrokerAndReelect``."""
+        broker = self.brokers[broker_id]
+        if not broker.alive or broker.registered:
+            return
         broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
+        broker.registered = True
         # The watches these fired queue their events first: queued from the ZooKeeper
         # dispatcher and from here at once, the order changed from run to run.
         self.zookeeper.wait_idle()
@@ -190,6 +214,8 @@ class EmulatedCluster:
             self.zookeeper.wait_idle()
             ran = sum(self._run_queued(b.controller.events) for b in self.running())
             if ran == 0 and all(b.controller.events.queue_size == 0 for b in self.running()):
+                if self.replication is not None and self.replication.settle():
+                    continue  # the leaders sent AlterIsr requests
                 if not self._catch_up_due:
                     return
                 self._catch_up_due = False
@@ -279,9 +305,47 @@ class EmulatedCluster:
             admin.notify_log_dir_failure(broker.zk, broker_id)
 
     def advance_to(self, at_ms: int) -> None:
-        """Move virtual time, firing periodic tasks (and draining after each)."""
-        self.timer.run_until(at_ms, after_each=lambda _now: self.drain())
+        """Move virtual time, firing periodic tasks (and draining after each); the replicas
+        move to each run time before its tasks run."""
+        before = self.replication.advance_to if self.replication is not None else None
+        self.timer.run_until(at_ms, after_each=lambda _now: self.drain(), before_each=before)
+        if self.replication is not None:
+            self.replication.advance_to(at_ms)
         self.drain()
+
+    # -- replication below the controller ------------------------------------------------------
+    def model_replication(self, settings: ReplicationSettings) -> Replication:
+        """From now on the brokers' logs decide when followers fall out of and rejoin the ISR."""
+        self.replication = Replication(
+            self.spark,
+            settings,
+            alive=lambda b: b in self.brokers and self.brokers[b].alive,
+            broker_zk=lambda b: self.brokers[b].zk,
+            broker_epoch=lambda b: self.brokers[b].epoch,
+            active=self.active_controller,
+            schedule_at=lambda at, action: self.timer.schedule_at(at, action),
+            write_isr=self.write_leader_isr,
+        )
+        for b in self.brokers.values():
+            if b.registered:
+                self.replication.broker_started(b.id, restarted=False)
+        return self.replication
+
+    def write_leader_isr(
+        self, rows: list[tuple[str, int, int, int, list[int], int, int]]
+    ) -> list[int]:
+        """Leaders write their partitions' new ISRs themselves (§12.4 step 1): same leader and
+        epochs, conditional on the znode version they hold. The new versions (-1: refused)."""
+        self.states.prefetch([(r[0], r[1]) for r in rows])
+        out = []
+        for topic, partition, leader, epoch, isr, cepoch, version in rows:
+            data = PartitionStateZNode.encode_fields(leader, epoch, isr, cepoch)
+            path = PartitionStateZNode.path(topic, partition)
+            try:
+                out.append(self.brokers[leader].zk.set(path, data, version=version).version)
+            except (BadVersionError, NoNodeError):
+                out.append(-1)
+        return out
 
 
 _FOLLOWING = (ReplicaState.NewReplica, ReplicaState.OnlineReplica)

@@ -241,9 +241,15 @@ class Timer:
         earlier than it was). Tasks run with the clock at their own time. Returns tasks run."""
         return self.run_until(to_ms)
 
-    def run_until(self, deadline_ms: int, after_each: Callable[[int], object] | None = None) -> int:
+    def run_until(
+        self,
+        deadline_ms: int,
+        after_each: Callable[[int], object] | None = None,
+        before_each: Callable[[int], object] | None = None,
+    ) -> int:
         """``advance_clock`` that calls ``after_each(now_ms)`` after each distinct run time, e.g.
-        to drain the controller's event queue before time moves on. Returns tasks run."""
+        to drain the controller's event queue before time moves on, and ``before_each(now_ms)``
+        once the clock reached a run time, before its tasks run. Returns tasks run."""
         clock = self._clock
         if self._running_due:
             raise RuntimeError("advance_clock called from a running task")
@@ -271,6 +277,8 @@ class Timer:
                         task._bucket = _DUE
                         due.append(task)
             if self._due:
+                if before_each is not None:
+                    before_each(clock.now_ms())
                 n = self._run_due()
                 ran += n
                 if n and after_each is not None:

@@ -1,0 +1,547 @@
+"""The brokers' side of replication around the controller, on the cluster's virtual clock.
+
+``Replication`` holds the replication table (``statemachines.replication``) and what each broker
+is doing (paused, fetchers stopped, slow, cut off), and steps from one moment to the next:
+
+1. ``advance_to(t)`` moves every replica to ``t`` under the conditions of the interval (before
+   anything at ``t`` happens);
+2. events at ``t`` change the conditions or the logs (a burst of records, a power loss);
+3. ``settle(t)``, after the controllers drained: the brokers receive what the controller
+   committed (``leader_and_isr.receive``), the leaders apply the shrink rule where their
+   ``isr-expiration`` task runs at ``t`` and the expand rule everywhere, and write the changes
+   the way their ``inter.broker.protocol.version`` does (AlterIsr, or the state znode plus the
+   ``isr-change-propagation`` task's notifications); then it asks when the rules will next
+   change something and sets a timer there (``isr_expiration.outlook``).
+
+Nothing ticks: an hour in which nothing changes is one step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from controller.commit.checkpoint import local_checkpoint, release
+from controller.events import controller_events as ev
+from controller.zk import admin_zk_client as admin
+from controller.zk.protocol import ZkClient
+from statemachines import isr_expiration as ie
+from statemachines import leader_and_isr as lai
+from statemachines import replication as r
+from statemachines import schemas as s
+from statemachines.local_rows import local_frame
+
+log = logging.getLogger(__name__)
+
+PROPAGATION_CHECK_MS = 2_500  # isr-change-propagation period (§12.4)
+PROPAGATION_LINGER_MS = 5_000  # no change for this long ...
+PROPAGATION_MAX_DELAY_MS = 60_000  # ... or this long since the last propagation
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """Kafka's keys and the emulation's knobs the brokers' side reads."""
+
+    rule: ie.IsrRule
+    alter_isr: bool  # inter.broker.protocol.version >= 2.7-IV2
+    use_epochs: bool  # log.message.format.version >= 0.11 (epochs in the log)
+    fetch_bytes_per_s: float
+    fetch_wait_ms: int = 500
+    flush_periods_ms: tuple[int, ...] = (30_000,)
+    flush_messages: int | None = None
+    session_timeout_ms: int = 18_000
+    min_isr: int = 1
+
+
+@dataclass
+class BrokerActivity:
+    """What one broker is doing, as far as replication goes (times are virtual ms)."""
+
+    started_ms: int = 0  # its periodic tasks run from here
+    paused_until: int = -1
+    stopped_until: int = -1  # fetchers stopped
+    slow_until: int = -1
+    slow_factor: float = 1.0
+    cut_off_until: int = -1  # network partition from the other brokers
+    pending: set[tuple[str, int]] = field(default_factory=set)  # isrChangeSet
+    last_change_ms: int = 0  # lastIsrChangeMs
+    last_propagation_ms: int = 0  # lastIsrPropagationMs
+
+
+@dataclass
+class ReplicationTotals:
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    failed_isr_updates: int = 0
+    isr_change_notifications: int = 0
+    under_min_isr_partition_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The gauges and meters at a moment (one line of the brokers' metrics)."""
+
+    at_ms: int
+    under_replicated: int
+    under_min_isr: int
+    at_min_isr: int
+    offline: int
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    failed_isr_updates: int = 0
+    isr_change_notifications: int = 0
+
+
+class Replication:
+    """The replicas' logs, the leaders' ISR rules and their timers, for one emulated cluster.
+
+    The cluster calls ``advance_to`` before anything happens at a time and ``settle`` after
+    the controllers drained; it gives the accessors it needs (``running``, ``active``, ...)
+    rather than itself, so this module knows brokers, not the cluster's wiring.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: ReplicationSettings,
+        alive: Callable[[int], bool],
+        broker_zk: Callable[[int], ZkClient],
+        broker_epoch: Callable[[int], int],
+        active: Callable[[], object | None],
+        schedule_at: Callable[[int, Callable[[], None]], object],
+        write_isr: Callable[[list[tuple[str, int, int, int, list[int], int, int]]], list[int]],
+    ) -> None:
+        self.spark = spark
+        self.settings = settings
+        self._alive = alive
+        self._broker_zk = broker_zk
+        self._broker_epoch = broker_epoch
+        self._active = active
+        self._schedule_at = schedule_at
+        self._write_isr = write_isr
+        self.table: DataFrame | None = None
+        self.now = 0
+        self.checked_ms = -1
+        self.brokers: dict[int, BrokerActivity] = {}
+        self.topics: dict[str, int] = {}  # name -> our topic index
+        self.rates: dict[int, tuple[float, int]] = {}  # topic -> (records/s, since)
+        self.sizes: dict[int, int] = {}  # topic -> bytes per record
+        self.min_isr: dict[int, int] = {}
+        self.restarted: set[int] = set()
+        self.totals = ReplicationTotals()
+        self.timeline: list[Snapshot] = []
+        self._seen: tuple[int, int, int] | None = None  # (controller, epoch, generation)
+        self._stats: dict[int, tuple[float, int, int]] = {}  # broker -> demand, behind, followed
+        self._wakes: set[int] = set()
+        self._gauges: Snapshot | None = None
+        self._dirty = True
+
+    # -- conditions -------------------------------------------------------------------------
+    def activity(self, broker: int) -> BrokerActivity:
+        return self.brokers.setdefault(broker, BrokerActivity())
+
+    def _paused(self, b: int) -> bool:
+        return self.activity(b).paused_until > self.now
+
+    def _cut_off(self, b: int) -> bool:
+        return self.activity(b).cut_off_until > self.now
+
+    def _running(self, b: int) -> bool:
+        return self._alive(b) and not self._paused(b)
+
+    def conditions(self) -> r.Conditions:
+        ids = [b for b in self.brokers if self._alive(b)]
+        serving = frozenset(b for b in ids if not self._paused(b) and not self._cut_off(b))
+        fetching = frozenset(b for b in serving if self.activity(b).stopped_until <= self.now)
+        fetch_share: dict[int, float] = {}
+        caught_share: dict[int, float] = {}
+        for b in fetching:
+            a = self.activity(b)
+            capacity = self.settings.fetch_bytes_per_s / (
+                a.slow_factor if a.slow_until > self.now else 1.0
+            )
+            demand, behind, followed = self._stats.get(b, (0.0, 0, 0))
+            if demand <= capacity:  # followers at the end keep up; the rest share what is left
+                caught_share[b] = 1e18
+                fetch_share[b] = (capacity - demand) / max(behind, 1)
+            else:
+                caught_share[b] = fetch_share[b] = capacity / max(followed, 1)
+        return r.Conditions(
+            start_ms=self.now,
+            fetching=fetching,
+            serving=serving,
+            fetch_share=fetch_share,
+            caught_share=caught_share,
+            rates={t: rate for t, (rate, _) in self.rates.items()},
+            rate_anchors={t: since for t, (_, since) in self.rates.items()},
+            bytes_per_record=self.sizes,
+            min_isr=self.min_isr,
+            fetch_wait_ms=self.settings.fetch_wait_ms,
+            flush_periods_ms=self.settings.flush_periods_ms,
+            flush_messages=self.settings.flush_messages,
+        )
+
+    def _changed(self) -> None:
+        self._dirty = True
+
+    # -- time --------------------------------------------------------------------------------
+    def advance_to(self, at_ms: int) -> None:
+        """Every replica moves to ``at_ms`` under the conditions since the last step."""
+        if at_ms <= self.now:
+            return
+        if self.table is not None:
+            self._account(at_ms)
+            self._swap(r.advance(self.table, self.conditions(), at_ms))
+        self.now = at_ms
+        self._dirty = True
+
+    def _account(self, at_ms: int) -> None:
+        if self._gauges is not None:
+            self.totals.under_min_isr_partition_ms += self._gauges.under_min_isr * (
+                at_ms - self.now
+            )
+
+    def _swap(self, table: DataFrame) -> None:
+        old, self.table = self.table, local_checkpoint(table)
+        release(old)
+
+    # -- what the brokers learn from the controller ------------------------------------------
+    def _receive(self) -> bool:
+        """Apply the active controller's committed leadership, if it changed; true if so."""
+        active = self._active()
+        ctx = getattr(active, "ctx", None)
+        if ctx is None or ctx.partitions is None:
+            return False
+        seen = (active.broker_id, ctx.epoch, ctx.generation)  # type: ignore[attr-defined]
+        if seen == self._seen and not self.restarted:
+            return False
+        self._seen = seen
+        for name in sorted(ctx.topics):
+            if name not in self.topics:
+                self.topics[name] = len(self.topics)
+        for name, entry in ctx.topics.items():
+            self.min_isr.setdefault(self.topics[name], self.settings.min_isr)
+            if "min.insync.replicas" in entry.config:
+                self.min_isr[self.topics[name]] = int(entry.config["min.insync.replicas"])
+            self.sizes.setdefault(self.topics[name], 1024)
+        index = {e.index: self.topics[n] for n, e in ctx.topics.items()}
+        decided = _decided(ctx.partitions, index)
+        if self.table is None:
+            self.table = local_checkpoint(
+                lai.receive(
+                    _empty(self.spark, s.width(decided)), decided, frozenset(), True, self.now
+                )
+            )
+        else:
+            self._swap(
+                lai.receive(
+                    self.table,
+                    decided,
+                    frozenset(self.restarted),
+                    self.settings.use_epochs,
+                    self.now,
+                )
+            )
+        self.restarted.clear()
+        return True
+
+    # -- settle ------------------------------------------------------------------------------
+    def settle(self) -> bool:
+        """After the controllers drained at ``now``: receive, apply the ISR rules, propagate,
+        and set the next wake-up. True if something was sent to a controller (drain again)."""
+        received = self._receive()
+        if self.table is None or not (self._dirty or received):
+            return False
+        self._dirty = False
+        sent = self._apply_isr_rules()
+        if self._propagate() or sent:
+            return True  # the controllers have work: settle again once they drained
+        self._look_ahead()
+        return False
+
+    def _ticking(self) -> frozenset[int]:
+        if self.now <= self.checked_ms:
+            return frozenset()
+        self.checked_ms = self.now
+        period = self.settings.rule.period_ms
+        return frozenset(
+            b
+            for b, a in self.brokers.items()
+            if self._running(b)
+            and self.now > a.started_ms
+            and (self.now - a.started_ms) % period == 0
+        )
+
+    def _apply_isr_rules(self) -> bool:
+        assert self.table is not None
+        c = self.conditions()
+        updates = ie.isr_updates(self.table, c, self.settings.rule, self._ticking(), self.now)
+        rows = updates.collect()
+        if not rows:
+            return False
+        names = {i: n for n, i in self.topics.items()}
+        self.totals.isr_shrinks += sum(x[ie.SHRUNK] for x in rows)
+        self.totals.isr_expands += sum(x[ie.EXPANDED] for x in rows)
+        if self.settings.alter_isr:
+            by_leader: dict[int, dict[ev.TopicPartition, ev.AlterIsrItem]] = {}
+            for x in rows:
+                tp = ev.TopicPartition(names[x[s.TOPIC_INDEX]], x[s.PARTITION])
+                item = ev.AlterIsrItem(x[s.LEADER_EPOCH], tuple(x[ie.NEW_ISR]), x[s.ZK_VERSION])
+                by_leader.setdefault(x[s.LEADER], {})[tp] = item
+            active = self._active()
+            for leader, items in sorted(by_leader.items()):
+                if active is not None:
+                    active.events.put(  # type: ignore[attr-defined]
+                        ev.AlterIsrReceived(leader, self._broker_epoch(leader), items, self._answer)
+                    )
+            return True
+        writes = [
+            (names[x[s.TOPIC_INDEX]], x[s.PARTITION], x[s.LEADER], x[s.LEADER_EPOCH],
+             list(x[ie.NEW_ISR]), x[s.CONTROLLER_EPOCH], x[s.ZK_VERSION])
+            for x in rows
+        ]  # fmt: skip
+        versions = self._write_isr(writes)
+        done = [
+            (x[s.TOPIC_INDEX], x[s.PARTITION], list(x[ie.NEW_ISR]), v)
+            for x, v in zip(rows, versions, strict=True)
+            if v >= 0
+        ]
+        self.totals.failed_isr_updates += len(rows) - len(done)
+        for x, v in zip(rows, versions, strict=True):
+            if v >= 0:
+                a = self.activity(x[s.LEADER])
+                a.pending.add((names[x[s.TOPIC_INDEX]], x[s.PARTITION]))
+                a.last_change_ms = self.now
+        if done:
+            written = local_frame(self.spark, done, _WRITTEN)
+            self._swap(ie.with_isr(self.table, written))
+        self._dirty = True  # the rules run again on the new ISRs
+        return False
+
+    def _answer(self, errors: object) -> None:
+        """The controller's AlterIsr answer: partitions it refused count as failed updates."""
+        if isinstance(errors, dict):
+            self.totals.failed_isr_updates += sum(1 for e in errors.values() if e != "NONE")
+
+    def _propagate(self) -> bool:
+        """The ``isr-change-propagation`` task of each broker whose run falls now (§12.4);
+        true if a notification was written."""
+        wrote = False
+        for b, a in sorted(self.brokers.items()):
+            if not a.pending or not self._running(b):
+                continue
+            if (self.now - a.started_ms) % PROPAGATION_CHECK_MS != 0:
+                continue
+            if (
+                a.last_change_ms + PROPAGATION_LINGER_MS < self.now
+                or a.last_propagation_ms + PROPAGATION_MAX_DELAY_MS < self.now
+            ):
+                self.totals.isr_change_notifications += admin.propagate_isr_changes(
+                    self._broker_zk(b), sorted(a.pending)
+                )
+                a.pending.clear()
+                a.last_propagation_ms = self.now
+                wrote = True
+        return wrote
+
+    def _next_propagation(self) -> int | None:
+        due: list[int] = []
+        for b, a in self.brokers.items():
+            if not a.pending or not self._running(b):
+                continue
+            t = self.now - (self.now - a.started_ms) % PROPAGATION_CHECK_MS + PROPAGATION_CHECK_MS
+            while not (
+                a.last_change_ms + PROPAGATION_LINGER_MS < t
+                or a.last_propagation_ms + PROPAGATION_MAX_DELAY_MS < t
+            ):
+                t += PROPAGATION_CHECK_MS
+            due.append(t)
+        return min(due, default=None)
+
+    def _look_ahead(self) -> None:
+        assert self.table is not None
+        stats = r.fetch_stats(self.table, self.conditions()).collect()
+        self._stats = {
+            x[s.BROKER]: (x[r.BROKER_DEMAND], x[r.BROKER_BEHIND], x[r.BROKER_FOLLOWED])
+            for x in stats
+        }
+        c = self.conditions()
+        checking = frozenset(b for b in self.brokers if self._running(b))
+        starts = {b: a.started_ms for b, a in self.brokers.items()}
+        row = ie.outlook(
+            self.table, c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1)
+        ).collect()[0]
+        n = self.totals
+        gauges = Snapshot(
+            self.now, row[ie.URP], row[ie.UNDER_MIN], row[ie.AT_MIN], row[ie.OFFLINE],
+            n.isr_shrinks, n.isr_expands, n.failed_isr_updates, n.isr_change_notifications,
+        )  # fmt: skip
+        if self._gauges is None or _counts(gauges) != _counts(self._gauges):
+            if self.timeline and self.timeline[-1].at_ms == self.now:
+                self.timeline.pop()  # one line per moment: how it settled
+            self.timeline.append(gauges)
+        self._gauges = gauges
+        candidates = [x for x in (row[ie.NEXT_MS], self._next_propagation()) if x is not None]
+        if candidates:
+            self.wake_at(int(min(candidates)))
+
+    def wake_at(self, at_ms: int) -> None:
+        """Run a step at ``at_ms`` (the cluster drains after it and calls ``settle``)."""
+        if at_ms in self._wakes or at_ms <= self.now:
+            return
+        self._wakes.add(at_ms)
+
+        def wake() -> None:
+            self._wakes.discard(at_ms)
+            self._dirty = True
+
+        self._schedule_at(at_ms, wake)
+
+    # -- what happens to brokers and producers ------------------------------------------------
+    def broker_started(self, broker: int, restarted: bool) -> None:
+        a = self.activity(broker)
+        a.started_ms = a.last_change_ms = a.last_propagation_ms = self.now
+        a.paused_until = a.stopped_until = a.cut_off_until = -1
+        a.pending.clear()
+        if restarted:
+            self.restarted.add(broker)
+        self._changed()
+
+    def until(self, brokers: Sequence[int], attribute: str, duration_ms: int) -> None:
+        """Set ``attribute`` (``paused_until`` ...) of ``brokers`` to now + duration, and wake
+        then (the conditions change)."""
+        end = self.now + duration_ms
+        for b in brokers:
+            setattr(self.activity(b), attribute, end)
+        self.wake_at(end)
+        self._changed()
+
+    def slow(self, brokers: Sequence[int], factor: float, duration_ms: int) -> None:
+        for b in brokers:
+            self.activity(b).slow_factor = factor
+        self.until(brokers, "slow_until", duration_ms)
+
+    def set_rate(self, topics: Sequence[str] | None, records_per_s: float, size: int) -> None:
+        for t in self._topic_indices(topics):
+            self.rates[t] = (records_per_s, self.now)
+            self.sizes[t] = size
+        self._changed()
+
+    def produce(
+        self, topics: Sequence[str] | None, partition: int | None, records: int, acks: str
+    ) -> None:
+        if self.table is None:
+            return
+        indices = self._topic_indices(topics)
+        where = F.col(s.TOPIC_INDEX).isin(indices) if indices else F.lit(False)
+        if partition is not None:
+            where = where & (F.col(s.PARTITION) == partition)
+        serving = self.conditions().serving
+        where = where & (F.col(s.LEADER).isin(sorted(serving)) if serving else F.lit(False))
+        c = self.conditions()
+        self._swap(lai.append(self.table, where, records, acks != "all", r.min_isr_of(c)))
+        self._changed()
+
+    def lose_unflushed(self, brokers: Sequence[int]) -> None:
+        if self.table is not None:
+            self._swap(lai.lose_unflushed(self.table, brokers))
+        self._changed()
+
+    def _topic_indices(self, topics: Sequence[str] | None) -> list[int]:
+        if topics is None:
+            return sorted(self.topics.values())
+        return sorted(self.topics[t] for t in topics if t in self.topics)
+
+    # -- results -----------------------------------------------------------------------------
+    def loss_totals(self) -> tuple[int, int]:
+        """Acknowledged records lost and divergent partitions, over the whole table."""
+        if self.table is None:
+            return 0, 0
+        w = s.width(self.table)
+        row = self.table.agg(
+            F.sum(r.LOST).alias("lost"), F.sum(lai.divergent(w).cast("long")).alias("diverged")
+        ).collect()[0]
+        return int(row["lost"] or 0), int(row["diverged"] or 0)
+
+    def partition_results(self) -> DataFrame | None:
+        """Per partition: high watermark, each replica's LEO, acknowledged records lost and
+        whether replicas diverge (topic names, not indices)."""
+        if self.table is None:
+            return None
+        w = s.width(self.table)
+        names = self.spark.createDataFrame(
+            [(i, n) for n, i in self.topics.items()], f"{s.TOPIC_INDEX} int, {s.TOPIC} string"
+        )
+        entries = [
+            F.struct(
+                F.col(s.replica_col(k)).cast("string").alias("broker"),
+                F.col(r.leo_col(k)).alias("leo"),
+            )
+            for k in range(w)
+        ]
+        leos = F.map_from_entries(
+            F.filter(F.array(*entries), lambda x: x["broker"] != str(s.EMPTY_SLOT))
+        )
+        hw = r.leader_value(w, r.hw_col, F.lit(None).cast("bigint"))
+        return self.table.join(F.broadcast(names), s.TOPIC_INDEX).select(
+            s.TOPIC,
+            s.PARTITION,
+            hw.alias("high_watermark"),
+            leos.alias("log_end_offsets"),
+            F.col(r.LOST).alias("acked_records_lost"),
+            lai.divergent(w).alias("diverged"),
+        )
+
+
+def _counts(g: Snapshot) -> tuple[int, ...]:
+    return tuple(getattr(g, f) for f in g.__dataclass_fields__ if f != "at_ms")
+
+
+_WRITTEN = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {ie.NEW_ISR} array<int>, {s.ZK_VERSION} int"
+
+
+def _decided(partitions: DataFrame, index: dict[int, int]) -> DataFrame:
+    """The controller's committed rows in the replication layout, under our topic indices."""
+    w = s.width(partitions)
+    keys = sorted(index)
+    mapping = F.map_from_arrays(
+        F.array(*[F.lit(k) for k in keys]), F.array(*[F.lit(index[k]) for k in keys])
+    ) if keys else F.create_map().cast("map<int,int>")  # fmt: skip
+    return partitions.select(
+        F.element_at(mapping, F.col(s.TOPIC_INDEX)).alias(s.TOPIC_INDEX),
+        s.PARTITION,
+        *(s.replica_col(k) for k in range(w)),
+        *(s.isr_col(k) for k in range(w)),
+        s.LEADER,
+        s.LEADER_EPOCH,
+        s.ZK_VERSION,
+        s.CONTROLLER_EPOCH,
+    ).where(F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
+
+
+def _empty(spark: SparkSession, w: int) -> DataFrame:
+    """A replication table with no rows (the first ``receive`` fills it)."""
+    from statemachines.replication_epochs import EPOCHS_TYPE
+
+    fields = []
+    for c in r.columns(w):
+        if c.startswith("epochs_"):
+            kind = EPOCHS_TYPE.simpleString()
+        elif c in (
+            s.TOPIC_INDEX,
+            s.PARTITION,
+            s.LEADER,
+            s.LEADER_EPOCH,
+            s.ZK_VERSION,
+            s.CONTROLLER_EPOCH,
+            r.LAST_LEADER,
+        ) or c.startswith(("replica_", "isr_")):
+            kind = "int"
+        else:
+            kind = "bigint"
+        fields.append(f"`{c}` {kind}")
+    return spark.createDataFrame([], ", ".join(fields))

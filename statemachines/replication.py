@@ -1,0 +1,437 @@
+"""The brokers' side of replication as one table, advanced in bulk over virtual time.
+
+One row per partition; one set of columns per replica position, as in the controller's compact
+table (``schemas``), so a step over millions of replicas is one narrow transform of int and long
+columns with no shuffle. Width W is the number of ``replica_k`` columns.
+
+    topic_index, partition
+    replica_k               the broker at position k (EMPTY_SLOT past the end)
+    isr_k                   the ISR as the partition's brokers know it, in ISR order
+    leader, leader_epoch, zk_version, controller_epoch
+                            the leadership the brokers hold: the last LeaderAndIsr, or the
+                            leader's own ISR write (§12.4)
+    leader_start            the leader's LEO when it became leader for this epoch (§12.3)
+    acked                   end offset of the records producers were told are written
+    lost                    acknowledged records lost so far (unclean elections, truncation)
+    leo_k                   the replica's log end offset
+    hw_k                    its high watermark; the leader's is the partition's
+    caught_k, fetch_k, fetch_leo_k
+                            lastCaughtUpTimeMs, lastFetchTimeMs, lastFetchLeaderLogEndOffset,
+                            which the leader keeps for each follower (§12.1)
+    flushed_k               the offset below which the log is on disk
+    epochs_k                the log's leader-epoch lineage, ``(epoch, start_offset)`` of each run
+                            of records (§13.1); the epoch rule reads it as the epoch cache, the
+                            high-watermark rule ignores it, and divergence is judged by it
+
+Between two steps nothing a broker does changes (``Conditions``), so every quantity moves in
+closed form: the leader's LEO grows with its topic's produce rate, a fetching follower moves at
+its share of its broker's fetch throughput and never passes the leader. ``advance`` jumps from
+one step to the next, so an idle hour costs one step.
+
+Followers fetch continuously: a fetching follower that has reached the leader's LEO is caught up
+now (the second branch of §12.1, which credits a follower one fetch behind, is not needed), and it
+learns the leader's high watermark as it was one ``replica.fetch.wait.max.ms`` earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from statemachines import replication_epochs as epochs
+from statemachines import schemas as s
+from statemachines.columns import in_list
+
+LEADER_START = "leader_start"
+ACKED = "acked"
+LOST = "lost"
+LAST_LEADER = "last_leader"  # who led before the partition went offline: whose records count
+
+
+def leo_col(k: int) -> str:
+    return f"leo_{k}"
+
+
+def hw_col(k: int) -> str:
+    return f"hw_{k}"
+
+
+def caught_col(k: int) -> str:
+    return f"caught_{k}"
+
+
+def fetch_col(k: int) -> str:
+    return f"fetch_{k}"
+
+
+def fetch_leo_col(k: int) -> str:
+    return f"fetch_leo_{k}"
+
+
+def flushed_col(k: int) -> str:
+    return f"flushed_{k}"
+
+
+def epochs_col(k: int) -> str:
+    return f"epochs_{k}"
+
+
+SLOT_LONGS = (leo_col, hw_col, caught_col, fetch_col, fetch_leo_col, flushed_col)
+
+
+def slot_columns(k: int) -> list[str]:
+    """The per-replica log columns of position ``k`` (not the broker id)."""
+    return [c(k) for c in SLOT_LONGS] + [epochs_col(k)]
+
+
+def columns(w: int) -> list[str]:
+    """The replication table's columns, in order, for width ``w``."""
+    return [
+        s.TOPIC_INDEX,
+        s.PARTITION,
+        *(s.replica_col(k) for k in range(w)),
+        *(s.isr_col(k) for k in range(w)),
+        s.LEADER,
+        s.LEADER_EPOCH,
+        s.ZK_VERSION,
+        s.CONTROLLER_EPOCH,
+        LEADER_START,
+        ACKED,
+        LOST,
+        LAST_LEADER,
+        *(c for k in range(w) for c in slot_columns(k)),
+    ]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What holds from ``start_ms`` to the next step: driver facts, literals in the plan.
+
+    Broker sets hold ids; maps are keyed by broker id or topic index. A broker missing from
+    ``fetch_share`` fetches nothing.
+    """
+
+    start_ms: int
+    fetching: frozenset[int] = frozenset()  # brokers whose replica fetchers run
+    serving: frozenset[int] = frozenset()  # brokers that answer fetches and take produce
+    fetch_share: Mapping[int, float] = field(default_factory=dict)  # bytes/s, lagging replica
+    caught_share: Mapping[int, float] = field(default_factory=dict)  # bytes/s, caught-up one
+    rates: Mapping[int, float] = field(default_factory=dict)  # topic -> records/s per partition
+    rate_anchors: Mapping[int, int] = field(default_factory=dict)  # topic -> when its rate was set
+    bytes_per_record: Mapping[int, int] = field(default_factory=dict)  # topic -> bytes
+    min_isr: Mapping[int, int] = field(default_factory=dict)  # topic -> min.insync.replicas
+    fetch_wait_ms: int = 500  # replica.fetch.wait.max.ms: how stale a follower's HW is
+    flush_periods_ms: tuple[int, ...] = (30_000,)  # page cache write-back, log.flush.interval.ms
+    flush_messages: int | None = None  # log.flush.interval.messages
+
+
+# -- small Column builders ---------------------------------------------------------------------
+
+
+def _map(values: Mapping[int, float] | Mapping[int, int], kind: str) -> Column:
+    if not values:
+        return F.create_map().cast(f"map<int,{kind}>")
+    keys = sorted(values)
+    return F.map_from_arrays(
+        F.array(*[F.lit(int(k)) for k in keys]), F.array(*[F.lit(values[k]) for k in keys])
+    ).cast(f"map<int,{kind}>")
+
+
+def _lookup(values: Mapping[int, float] | Mapping[int, int], kind: str, key: Column) -> Column:
+    return F.coalesce(F.element_at(_map(values, kind), key), F.lit(0).cast(kind))
+
+
+def _member(broker: Column, brokers: frozenset[int]) -> Column:
+    return broker.isin(sorted(brokers)) if brokers else F.lit(False)
+
+
+def pick(cases: Sequence[tuple[Column, Column]], default: Column) -> Column:
+    """The value of the first (condition, value) pair whose condition holds, else ``default``."""
+    expr = default
+    for cond, value in reversed(cases):
+        expr = F.when(cond, value).otherwise(expr)
+    return expr
+
+
+def replace(table: DataFrame, updates: Mapping[str, Column]) -> DataFrame:
+    """``table.withColumns(updates)``, every new value computed from the old columns.
+
+    Spark resolves a column referenced inside a higher-order function's lambda against the
+    aliases of the same projection before the input's columns (``withColumns({"a": a + 1,
+    "b": transform(arr, x -> x + a)})`` adds the new ``a``), so the new values are first
+    added under names of their own, then renamed.
+    """
+    staged = {f"_new_{name}": value for name, value in updates.items()}
+    renamed = {name: F.col(f"_new_{name}") for name in updates}
+    return table.withColumns(staged).withColumns(renamed).drop(*staged)
+
+
+def replicas(w: int) -> list[Column]:
+    return [F.col(s.replica_col(k)) for k in range(w)]
+
+
+def isr(w: int) -> list[Column]:
+    return [F.col(s.isr_col(k)) for k in range(w)]
+
+
+def is_leader(k: int) -> Column:
+    return (F.col(s.replica_col(k)) == F.col(s.LEADER)) & (F.col(s.LEADER) != s.NO_LEADER)
+
+
+def in_isr(k: int, w: int) -> Column:
+    return in_list(F.col(s.replica_col(k)), isr(w))
+
+
+def is_follower(k: int) -> Column:
+    return (F.col(s.replica_col(k)) != s.EMPTY_SLOT) & ~is_leader(k)
+
+
+def leader_value(w: int, name: type[str] | object, default: Column) -> Column:
+    """The leader's value of a per-replica column (``name(k)``)."""
+    return pick([(is_leader(k), F.col(name(k))) for k in range(w)], default)  # type: ignore[operator]
+
+
+def isr_size(w: int) -> Column:
+    return reduce(lambda a, b: a + b, [(c != s.EMPTY_SLOT).cast("int") for c in isr(w)], F.lit(0))
+
+
+def min_isr_of(c: Conditions) -> Column:
+    return F.greatest(_lookup(c.min_isr, "int", F.col(s.TOPIC_INDEX)), F.lit(1))
+
+
+# -- the closed forms between two steps --------------------------------------------------------
+
+
+_LEADER_LEO = "_m_leader_leo"
+_RATE = "_m_rate"
+_ANCHOR = "_m_anchor"
+
+
+def _fetching_col(k: int) -> str:
+    return f"_m_fetching_{k}"
+
+
+def _rate_col(k: int) -> str:
+    return f"_m_rate_{k}"
+
+
+@dataclass(frozen=True)
+class Motion:
+    """How each row moves from ``c.start_ms`` on, for width ``w``.
+
+    ``prepare`` adds the row's constants of the interval as columns once (the leader's LEO, the
+    produce rate, each position's fetching flag and rate); the closed forms read them, so a
+    formula that needs the leader's LEO at several times does not repeat the CASE behind it.
+    ``done`` drops them.
+    """
+
+    c: Conditions
+    w: int
+
+    def prepare(self, table: DataFrame) -> DataFrame:
+        c, topic, leader = self.c, F.col(s.TOPIC_INDEX), F.col(s.LEADER)
+        producing = (
+            (leader != s.NO_LEADER)
+            & _member(leader, c.serving)
+            & (isr_size(self.w) >= min_isr_of(c))
+        )
+        cols: dict[str, Column] = {
+            _LEADER_LEO: leader_value(self.w, leo_col, F.lit(0).cast("bigint")),
+            _RATE: F.when(producing, _lookup(c.rates, "double", topic)).otherwise(0.0),
+            _ANCHOR: _lookup(c.rate_anchors, "bigint", topic),
+        }
+        size = F.greatest(_lookup(c.bytes_per_record, "int", topic), F.lit(1))
+        for k in range(self.w):
+            broker = F.col(s.replica_col(k))
+            cols[_fetching_col(k)] = (
+                is_follower(k)
+                & (leader != s.NO_LEADER)
+                & _member(broker, c.fetching)
+                & _member(leader, c.serving)
+            )
+            at_end = F.col(leo_col(k)) >= F.col(_LEADER_LEO)
+            share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(
+                _lookup(c.fetch_share, "double", broker)
+            )
+            cols[_rate_col(k)] = share / size
+        first = {_LEADER_LEO: cols.pop(_LEADER_LEO)}
+        return table.withColumns(first).withColumns(cols)
+
+    def done(self, table: DataFrame) -> DataFrame:
+        return table.drop(_LEADER_LEO, _RATE, _ANCHOR, *[
+            n for k in range(self.w) for n in (_fetching_col(k), _rate_col(k))
+        ])  # fmt: skip
+
+    @property
+    def producing(self) -> Column:
+        """The leader takes the topic's rate: it serves, and acks=all producers are not refused
+        for a short ISR (NOT_ENOUGH_REPLICAS, §12.3)."""
+        return F.col(_RATE) > 0
+
+    @property
+    def rate(self) -> Column:
+        return F.col(_RATE)
+
+    def produced(self, at: Column) -> Column:
+        """Records the leader appends from the step's start to ``at``: anchored at the time the
+        rate was set, so the count does not depend on how many steps lie between."""
+        rate, anchor = F.col(_RATE), F.col(_ANCHOR)
+        start = F.lit(self.c.start_ms).cast("bigint")
+        total = F.floor(rate * (at - anchor) / 1000) - F.floor(rate * (start - anchor) / 1000)
+        return F.when(rate > 0, total).otherwise(F.lit(0).cast("bigint"))
+
+    def leader_leo(self, at: Column) -> Column:
+        return F.col(_LEADER_LEO) + self.produced(at)
+
+    def fetching(self, k: int) -> Column:
+        """Position k follows a leader that answers, from a broker whose fetchers run."""
+        return F.col(_fetching_col(k))
+
+    def fetch_rate(self, k: int) -> Column:
+        """Records per second position k can copy: its broker's share over the record size. A
+        follower at the leader's end takes what it needs while its broker keeps up; the rest of
+        the broker's throughput is shared by the followers behind (``fetch_stats``)."""
+        return F.col(_rate_col(k))
+
+    def leo(self, k: int, at: Column) -> Column:
+        start = F.lit(self.c.start_ms).cast("bigint")
+        copied = F.col(leo_col(k)) + F.floor(self.fetch_rate(k) * (at - start) / 1000)
+        return (
+            F.when(is_leader(k), self.leader_leo(at))
+            .when(self.fetching(k), F.least(self.leader_leo(at), copied))
+            .otherwise(F.col(leo_col(k)))
+        )
+
+    def high_watermark(self, at: Column) -> Column:
+        """The leader's HW at ``at`` (§12.3): the least LEO of the ISR, never moving back."""
+        ends = [self.leader_leo(at)] + [
+            F.when(in_isr(k, self.w) & is_follower(k), self.leo(k, at)) for k in range(self.w)
+        ]
+        current = leader_value(self.w, hw_col, F.lit(0).cast("bigint"))
+        moved = F.greatest(current, F.least(*ends))
+        return F.when(_member(F.col(s.LEADER), self.c.serving), moved).otherwise(current)
+
+    def lag(self, k: int, at: Column) -> Column:
+        return self.leader_leo(at) - self.leo(k, at)
+
+
+def _flush_boundaries(c: Conditions, end_ms: int) -> list[int]:
+    """The last write-back of each flush period inside the step (none if it has none)."""
+    out = []
+    for period in c.flush_periods_ms:
+        if period > 0 and (boundary := end_ms // period * period) >= c.start_ms:
+            out.append(boundary)
+    return out
+
+
+def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
+    """The table at ``end_ms``, every replica moved by ``c`` from ``c.start_ms`` (lazy)."""
+    w = s.width(table)
+    m = Motion(c, w)
+    table = m.prepare(table)
+    end = F.lit(end_ms).cast("bigint")
+    learned = F.lit(max(c.start_ms, end_ms - c.fetch_wait_ms)).cast("bigint")
+    hw_end, hw_learned = m.high_watermark(end), m.high_watermark(learned)
+    leader_end = m.leader_leo(end)
+    leader_epochs = leader_value(w, epochs_col, F.array().cast(epochs.EPOCHS_TYPE))
+    produced = m.produced(end)
+    boundaries = _flush_boundaries(c, end_ms)
+    updates: dict[str, Column] = {}
+    for k in range(w):
+        leo0, leo1 = F.col(leo_col(k)), m.leo(k, end)
+        fetching = m.fetching(k)
+        on_disk = [F.col(flushed_col(k))] + [m.leo(k, F.lit(b).cast("bigint")) for b in boundaries]
+        if c.flush_messages:
+            n = F.lit(c.flush_messages).cast("bigint")
+            on_disk.append(F.floor(leo1 / n) * n)
+        updates[leo_col(k)] = leo1
+        updates[hw_col(k)] = (
+            F.when(is_leader(k), hw_end)
+            .when(fetching, F.greatest(F.col(hw_col(k)), F.least(leo1, hw_learned)))
+            .otherwise(F.col(hw_col(k)))
+        )
+        updates[caught_col(k)] = F.when(fetching & (leo1 >= leader_end), end).otherwise(
+            F.col(caught_col(k))
+        )
+        updates[fetch_col(k)] = F.when(fetching, end).otherwise(F.col(fetch_col(k)))
+        updates[fetch_leo_col(k)] = F.when(fetching, leader_end).otherwise(F.col(fetch_leo_col(k)))
+        disk = on_disk[0] if len(on_disk) == 1 else F.greatest(*on_disk)
+        updates[flushed_col(k)] = F.least(disk, leo1)
+        appended = epochs.assign(F.col(epochs_col(k)), F.col(s.LEADER_EPOCH), leo0)
+        updates[epochs_col(k)] = (
+            F.when(is_leader(k) & (produced > 0), appended)
+            .when(
+                fetching & (leo1 > leo0),
+                copy_lineage(F.col(epochs_col(k)), leader_epochs, leo0, leo1),
+            )
+            .otherwise(F.col(epochs_col(k)))
+        )
+    acked = F.when(isr_size(w) >= min_isr_of(c), F.greatest(F.col(ACKED), hw_end)).otherwise(
+        F.col(ACKED)
+    )
+    return m.done(replace(table, {**updates, ACKED: acked}))
+
+
+def copy_lineage(follower: Column, leader: Column, start: Column, end: Column) -> Column:
+    """The follower's lineage after copying the leader's records ``[start, end)``: each leader
+    run that overlaps the range is assigned from where the copy enters it (§13.1: followers
+    take the epochs of the batches they fetch)."""
+    sentinel = F.struct(
+        F.lit(-1).alias("epoch"), F.lit(None).cast(LongType()).alias("start_offset")
+    )
+    nexts = F.concat(F.slice(leader, 2, 1 << 30), F.array(sentinel))
+    runs = F.zip_with(leader, nexts, lambda a, b: F.struct(a.alias("run"), b.alias("next")))
+    overlapping = F.filter(
+        runs,
+        lambda r: (
+            (r["run"]["start_offset"] < end)
+            & (r["next"]["start_offset"].isNull() | (r["next"]["start_offset"] > start))
+        ),
+    )
+    return F.aggregate(
+        overlapping,
+        follower,
+        lambda acc, r: epochs.assign(
+            acc, r["run"]["epoch"], F.greatest(r["run"]["start_offset"], start)
+        ),
+    )
+
+
+BROKER_DEMAND = "demand"
+BROKER_BEHIND = "behind"
+BROKER_FOLLOWED = "followed"
+
+
+def fetch_stats(table: DataFrame, c: Conditions) -> DataFrame:
+    """Per broker: the bytes/s its followers at the leader's end need, how many followers are
+    behind, and how many it follows, under ``c`` (one row per broker that follows anything)."""
+    w = s.width(table)
+    m = Motion(c, w)
+    table = m.prepare(table)
+    leader_leo = F.col(_LEADER_LEO)
+    rate = m.rate
+    size = _lookup(c.bytes_per_record, "int", F.col(s.TOPIC_INDEX))
+    slots = F.array(
+        *[
+            F.struct(
+                F.col(s.replica_col(k)).alias("b"),
+                (F.col(leo_col(k)) >= leader_leo).alias("end"),
+            )
+            for k in range(w)
+        ]
+    )
+    fetchers = F.filter(
+        F.array(*[F.when(m.fetching(k), F.get(slots, k)) for k in range(w)]),
+        lambda x: x.isNotNull(),
+    )
+    rows = table.select(F.explode(fetchers).alias("f"), (rate * size).alias("_need"))
+    return rows.groupBy(F.col("f.b").alias(s.BROKER)).agg(
+        F.sum(F.when(F.col("f.end"), F.col("_need")).otherwise(0.0)).alias(BROKER_DEMAND),
+        F.sum((~F.col("f.end")).cast("long")).alias(BROKER_BEHIND),
+        F.count(F.lit(1)).alias(BROKER_FOLLOWED),
+    )

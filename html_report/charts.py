@@ -1,37 +1,22 @@
-"""``report.html``: one self-contained page per ``kce whatif`` question.
+"""The report's charts: each takes plain Python data and returns an SVG string.
 
-The page opens from disk with no network: charts are inline SVG drawn by matplotlib, the CSS is a
-few inline rules, and a Content-Security-Policy forbids every external fetch. The same input renders
-to the same bytes (no generated-at time, a fixed ``svg.hashsalt``, no SVG metadata), so reports diff
-cleanly between runs.
-
-Each chart function takes plain Python data and returns an SVG string; a ``Section`` groups a
-heading, a short paragraph, charts and tables. matplotlib is used through ``Figure`` objects only,
-never ``pyplot``, so no GUI backend or global figure state is involved.
+matplotlib is used through ``Figure`` objects only, never ``pyplot``, so no GUI backend or global
+figure state is involved. The same data draws the same bytes: a fixed ``svg.hashsalt``, glyphs as
+paths, and no SVG metadata (no date).
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import matplotlib
-from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-Row = Mapping[str, Any]
-
-MAX_LIST_ITEMS = 10
-MAX_TABLE_ROWS = 50
 MAX_TICK_LABELS = 40
 
 BEFORE = "#a8b3bf"
@@ -43,7 +28,7 @@ THRESHOLD = "#222222"
 
 _RC = {
     # A fixed salt makes clip-path and marker ids, and so the SVG bytes, the same on every run.
-    "svg.hashsalt": "kce-whatif",
+    "svg.hashsalt": "kce-report",
     # Glyphs as paths: the page needs no fonts, and looks the same wherever it is opened.
     "svg.fonttype": "path",
     "font.size": 9,
@@ -52,72 +37,6 @@ _RC = {
 }
 # No Date (determinism) and no Creator/Format/Type: matplotlib then writes no RDF block.
 _NO_METADATA: dict[str, Any] = {"Date": None, "Creator": None, "Format": None, "Type": None}
-_ID = re.compile(r'\bid="([^"]+)"')
-_REF = re.compile(r'(href="#|url\(#)([^")]+)')
-
-
-@dataclass(frozen=True)
-class Section:
-    """A part of the report: a heading, a short paragraph, SVG charts and tables of rows.
-
-    A table is a list of rows, each a mapping of column to value; the columns are the keys of the
-    rows in first-seen order.
-    """
-
-    heading: str
-    text: str = ""
-    charts: list[str] = field(default_factory=list)
-    tables: list[list[Row]] = field(default_factory=list)
-
-
-def render_report(
-    path: Path,
-    *,
-    title: str,
-    question: str,
-    summary: Mapping[str, Any],
-    sections: Sequence[Section],
-) -> None:
-    """Write the report to ``path``: title and question, the summary table, then the sections."""
-    html = _template().render(
-        title=title,
-        question=question,
-        summary=summary_rows(summary),
-        sections=[_section_view(s, i) for i, s in enumerate(sections)],
-    )
-    Path(path).write_text(html, encoding="utf-8")
-
-
-def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The summary as (key, display value) rows. A small nested mapping becomes dotted keys; a large
-    one (a per-topic or per-broker breakdown) stays one truncated row so the table stays short."""
-    rows: list[tuple[str, str]] = []
-    for key, value in summary.items():
-        if isinstance(value, Mapping) and 0 < len(value) <= MAX_LIST_ITEMS:
-            rows.extend((f"{key}.{k}", v) for k, v in summary_rows(value))
-        else:
-            rows.append((str(key), format_value(value)))
-    return rows
-
-
-def format_value(value: Any) -> str:
-    """A value as the report shows it: grouped digits, four significant figures, short lists."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        # Broker ids (1001 up when generated) and partition numbers stay ungrouped: "1,001, 1,002"
-        # misreads as a list. Counts of a hundred thousand and more are grouped.
-        return f"{value:,}" if abs(value) >= 100_000 else str(value)
-    if isinstance(value, float):
-        return f"{value:,.4g}" if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return _truncated([f"{k}: {format_value(v)}" for k, v in value.items()])
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return _truncated([format_value(v) for v in items])
-    return str(value)
 
 
 def bars_before_after(
@@ -245,59 +164,3 @@ def _svg(figure: Figure) -> str:
     text = out.getvalue()
     # The XML declaration and DOCTYPE are not allowed inside HTML.
     return text[text.index("<svg") :]
-
-
-def _scoped(svg: str, prefix: str) -> str:
-    """``svg`` with its ids made unique in the page: matplotlib numbers ids per figure, so two
-    inline charts would otherwise share ids and borrow each other's glyphs and clip paths."""
-    svg = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', svg)
-    return _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", svg)
-
-
-@dataclass(frozen=True)
-class _Table:
-    columns: list[str]
-    rows: list[list[str]]
-    more: int
-
-
-@dataclass(frozen=True)
-class _SectionView:
-    heading: str
-    text: str
-    charts: list[Markup]
-    tables: list[_Table]
-
-
-def _section_view(section: Section, index: int) -> _SectionView:
-    charts = [
-        Markup(_scoped(svg, f"s{index}c{i}-"))  # trusted: the chart functions' own SVG
-        for i, svg in enumerate(section.charts)
-    ]
-    return _SectionView(section.heading, section.text, charts, [_table(t) for t in section.tables])
-
-
-def _table(rows: Sequence[Row]) -> _Table:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    shown = rows[:MAX_TABLE_ROWS]
-    cells = [[format_value(row.get(c)) if c in row else "" for c in columns] for row in shown]
-    return _Table(columns, cells, len(rows) - len(shown))
-
-
-def _truncated(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:MAX_LIST_ITEMS])
-    more = len(items) - MAX_LIST_ITEMS
-    return f"{shown} … and {more} more" if more > 0 else shown
-
-
-@functools.cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("whatif", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return environment.get_template("report.html.j2")

@@ -18,6 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 MAX_TICK_LABELS = 40
+FULL_WIDTH = 12.5  # inches: the page's 1200px column
+# A step line of up to 2 × 500 points: about 2 px per step across the page's 1200 px column.
+MAX_STEP_BUCKETS = 500
 
 BEFORE = "#a8b3bf"
 AFTER = "#2f6fb5"
@@ -25,6 +28,18 @@ UNDER = "#4c7fb5"
 OVER = "#c8372d"
 POSITIVE = "#3f8f4f"
 THRESHOLD = "#222222"
+# Line colours of a timeline, in series order: the report's blue, red and green first.
+SERIES_COLOURS = (
+    "#2f6fb5",
+    "#c8372d",
+    "#3f8f4f",
+    "#d08a1f",
+    "#7b4fa8",
+    "#4aa3b8",
+    "#8c564b",
+    "#555555",
+    "#d36fb4",
+)
 
 _RC = {
     # A fixed salt makes clip-path and marker ids, and so the SVG bytes, the same on every run.
@@ -128,10 +143,10 @@ def margins_per_batch(title: str, batches: Sequence[str], min_margin: Sequence[i
 
 
 @contextmanager
-def _chart(title: str, bars: int) -> Iterator[Axes]:
+def _chart(title: str, bars: int, *, width: float | None = None) -> Iterator[Axes]:
     # Wider for many brokers, capped at the page's 1200px column so the page never scales the
     # chart (and its labels) down: 250 brokers get about 3.6 points each.
-    width = min(max(7.0, bars * 0.065), 12.5)
+    width = min(max(7.0, bars * 0.065), FULL_WIDTH) if width is None else width
     with matplotlib.rc_context(_RC):
         figure = Figure(figsize=(width, 3.6), layout="constrained")
         ax = figure.subplots()
@@ -164,3 +179,79 @@ def _svg(figure: Figure) -> str:
     text = out.getvalue()
     # The XML declaration and DOCTYPE are not allowed inside HTML.
     return text[text.index("<svg") :]
+
+
+def step_timeline(
+    title: str,
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    until: float,
+    *,
+    xlabel: str = "virtual time (s)",
+    ylabel: str = "count",
+) -> str:
+    """One step line per series: each ``(x, value)`` point holds until the next, the last until
+    ``until``. Points must be in x order; a later point at the same x wins. A series' colour is
+    its place in the mapping, and a series without points is not drawn but keeps its place, so
+    charts of one set of series colour each the same. A long series is thinned first
+    (``thin_steps``): the SVG stays small whatever the input."""
+    with _chart(title, 0, width=FULL_WIDTH) as ax:
+        drawn = {
+            name: (i, thin_steps(points, until))
+            for i, (name, points) in enumerate(series.items())
+            if points
+        }
+        if not drawn:
+            _no_data(ax)
+        else:
+            for name, (i, points) in drawn.items():
+                xs = [x for x, _ in points]
+                ys = [y for _, y in points]
+                if xs[-1] < until:
+                    xs.append(until)
+                    ys.append(ys[-1])
+                colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+                ax.step(xs, ys, where="post", color=colour, linewidth=1.3, label=name)
+            values = [y for _, points in drawn.values() for _, y in points]
+            # From 0 up: a count that stays 0 is drawn on the axis, not in the middle of the plot.
+            ax.set_ylim(min(0, *values), max(1, *values) * 1.05)
+            ax.set_xlim(0, max(until, *(points[-1][0] for _, points in drawn.values())))
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            # Beside the plot: above it, many series would cover the title.
+            ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        return _svg(ax.figure)
+
+
+def thin_steps(
+    points: Sequence[tuple[float, float]], until: float, buckets: int = MAX_STEP_BUCKETS
+) -> list[tuple[float, float]]:
+    """``points`` of a step line with only the points where the value changes; when more than
+    ``2 * buckets`` remain, the range up to ``until`` is cut into ``buckets`` equal slices and a
+    slice with several points keeps two: its highest value from its first point, then its last
+    value from its last point. Peaks and the final value survive; a dip inside a slice does not."""
+    changes = _changes(points)
+    if len(changes) <= 2 * buckets:
+        return changes
+    start = changes[0][0]
+    width = (max(until, changes[-1][0]) - start) / buckets
+    slices: dict[int, list[tuple[float, float]]] = {}
+    for x, y in changes:
+        slices.setdefault(min(int((x - start) / width), buckets - 1), []).append((x, y))
+    kept: list[tuple[float, float]] = []
+    for group in slices.values():
+        if len(group) > 1:
+            kept.append((group[0][0], max(y for _, y in group)))
+        kept.append(group[-1])
+    return _changes(kept)
+
+
+def _changes(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points where the held value changes; of several at one x, the last."""
+    out: list[tuple[float, float]] = []
+    for x, y in points:
+        if out and out[-1][0] == x:
+            out.pop()
+        if not out or out[-1][1] != y:
+            out.append((x, y))
+    return out

@@ -103,7 +103,7 @@ def render_run_report(
             "Controller gauges",
             "The active controller's gauges after each event that committed (metrics.jsonl), "
             "each held until the next. Gauges other than the offline and imbalance counts are "
-            f"drawn once they leave 0; UncleanLeaderElections counts from the start. A gauge "
+            "drawn once they leave 0; UncleanLeaderElections counts from the start. A gauge "
             f"that changes more than {2 * MAX_STEP_BUCKETS:,} times is drawn in "
             f"{MAX_STEP_BUCKETS} slices of time, each at its highest value, then its last.",
             [step_timeline("Controller gauges", controller, until)],

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="play a scenario: broker events, elections, failover, in virtual time",
         description="Bootstrap the scenario's cluster into ZooKeeper, run the controller over "
-        "its timeline and write the final tables, event log and metrics to --out.",
+        "its timeline and write the final tables, event log, metrics and an HTML report to --out.",
     )
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--out", help="output directory (default out/<name>)")

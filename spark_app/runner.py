@@ -6,8 +6,9 @@ is reported as the admin tool sees it (Kafka's exception name and message: a war
 ``events.jsonl`` line, an entry of ``summary.json``'s ``errors``) and the run goes on. Writes
 ``--out``: ``partitions.parquet`` and ``replicas.parquet`` (final tables), ``final_state.json``
 (up to 100K partitions), ``events.jsonl`` (one line per processed controller event or rejected
-admin request, in the order they happened), ``metrics.jsonl`` (the gauge timeline) and
-``summary.json``.
+admin request, in the order they happened), ``metrics.jsonl`` (the gauge timeline),
+``summary.json`` and ``report.html`` (``run_report``: the totals, the gauges over virtual time and
+the events on one self-contained page).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from spark_app.cluster_builder import initial_partitions
 from spark_app.progress import Progress
 from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replication_settings
 from spark_app.replication_outputs import summary as replication_summary
+from spark_app.run_report import write_run_report
 from spark_app.scenario import Scenario, ScenarioEvent, format_duration
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
@@ -175,6 +177,8 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     summary = _write_outputs(cluster, scenario, records, rejected, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    # Last, from the files just written: the page shows exactly what the run's outputs hold.
+    write_run_report(out, summary, scenario.until)
     return summary
 
 

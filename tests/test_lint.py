@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ("controller", "statemachines", "spark_app", "whatif", "tests", "bench")
+PATHS = ("controller", "statemachines", "spark_app", "whatif", "html_report", "tests", "bench")
 
 
 @pytest.mark.parametrize(

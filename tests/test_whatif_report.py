@@ -15,22 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from whatif.report import (
-    MAX_LIST_ITEMS,
-    MAX_TABLE_ROWS,
+from html_report.charts import (
     OVER,
-    Section,
     bars_before_after,
     distribution,
-    format_value,
     margins_per_batch,
     ratios_against_threshold,
+)
+from html_report.page import (
+    MAX_LIST_ITEMS,
+    MAX_TABLE_ROWS,
+    Section,
+    format_value,
     render_report,
     summary_rows,
 )
+from tests.chromium import assert_not_blank, chromium, needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 BROKERS = 250
 
 SUMMARY = {
@@ -178,7 +180,7 @@ def test_a_render_in_another_process_is_byte_identical(report: Path, tmp_path: P
         f"""
         from pathlib import Path
         from tests.test_whatif_report import SUMMARY, _sections
-        from whatif.report import render_report
+        from html_report.page import render_report
 
         render_report(
             Path({str(other)!r}),
@@ -295,55 +297,23 @@ def test_empty_data_draws_a_no_data_chart(chart: Callable[[], str]) -> None:
 def test_the_template_ships_in_the_wheel() -> None:
     tomllib = pytest.importorskip("tomllib")
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = config["tool"]["setuptools"]["package-data"]["whatif"]
+    patterns = config["tool"]["setuptools"]["package-data"]["html_report"]
     template = Path("templates/report.html.j2")
-    assert (ROOT / "whatif" / template).is_file()
+    assert (ROOT / "html_report" / template).is_file()
     assert any(template.match(p) for p in patterns)
     dependencies = " ".join(config["project"]["dependencies"])
     assert "jinja2" in dependencies and "matplotlib" in dependencies
 
 
-def _chromium(report: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        *args,
-        report.as_uri(),
-    ]
-    # The timeout only stops a hung browser from hanging the suite.
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
-@pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="/usr/bin/chromium is missing: Debian's chromium package (.ci/setup --test installs it)",
-)
+@needs_chromium
 def test_headless_chromium_shows_the_charts(report: Path, tmp_path: Path) -> None:
-    from PIL import Image
-
     screenshot = tmp_path / "report.png"
-    _chromium(
+    chromium(
         report, tmp_path / "profile-1", f"--screenshot={screenshot}", "--window-size=1280,2000"
     )
-    assert screenshot.is_file()
-    with Image.open(screenshot) as image:
-        assert image.size == (1280, 2000)
-        colours = image.convert("RGB").getcolors(maxcolors=1 << 24)
-    assert colours is not None and len(colours) > 50
-    # Not a page of one colour with a few specks: the most common colour is under 98% of pixels.
-    assert max(n for n, _ in colours) < 0.98 * 1280 * 2000
+    assert_not_blank(screenshot, (1280, 2000))
 
-    dom = _chromium(report, tmp_path / "profile-2", "--dump-dom").stdout
+    dom = chromium(report, tmp_path / "profile-2", "--dump-dom").stdout
     assert dom.count("<svg") == CHARTS
     for heading in ["Summary", *HEADINGS]:
         assert f"<h2>{heading}</h2>" in dom

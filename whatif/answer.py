@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from whatif.report import Section, render_report
+from html_report.page import Section, render_report
 from whatif.staged_output import staged_output, write_json
 
 

@@ -24,12 +24,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
+from html_report.charts import bars_before_after
+from html_report.page import Section
 from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster
 from whatif.options import AuditOptions
 from whatif.plan_check import ERROR, PartitionKey, ReassignmentPlan, check_plan, parse_plan
-from whatif.report import Section, bars_before_after
 
 PLANNED = "planned_replicas"
 MAX_PROBLEMS = 1000

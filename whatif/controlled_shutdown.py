@@ -18,12 +18,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
 
+from html_report.charts import bars_before_after
+from html_report.page import Section
 from statemachines import schemas as s
 from statemachines.columns import literal_array
 from statemachines.election import controlled_shutdown_leader, offline_leader
 from whatif import broker_balance as bb
 from whatif.cluster import WhatIfCluster
-from whatif.report import Section, bars_before_after
 
 
 def controlled_shutdown(

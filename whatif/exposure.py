@@ -43,6 +43,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
 
+from html_report.charts import distribution
+from html_report.page import Section
 from statemachines import schemas as s
 from statemachines.assignment import (
     START_INDEX,
@@ -54,7 +56,6 @@ from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.colocation import FailureDomains, failure_domains
 from whatif.options import ExposureOptions
-from whatif.report import Section, distribution
 
 PARTITIONS = "partitions"
 RF = "replication_factor"

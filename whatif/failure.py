@@ -38,6 +38,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from html_report.charts import bars_before_after, ratios_against_threshold
+from html_report.page import Section
 from statemachines import schemas as s
 from whatif import broker_balance as bb
 from whatif.answer import Answer
@@ -58,7 +60,6 @@ from whatif.broker_failure import (
 from whatif.cluster import WhatIfCluster, WhatIfInputError, columns_frame
 from whatif.failure_sets import any_failures
 from whatif.options import FailOptions
-from whatif.report import Section, bars_before_after, ratios_against_threshold
 
 BROKERS_SCHEMA = StructType(
     [

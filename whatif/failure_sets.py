@@ -24,13 +24,14 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
 
+from html_report.charts import distribution
+from html_report.page import Section
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import has_leadership, in_list, present
 from whatif.answer import Answer
 from whatif.broker_failure import UNCLEAN, slot_columns, snapshot_facts, topics_frame
 from whatif.cluster import WhatIfCluster, WhatIfInputError, columns_frame
-from whatif.report import Section, distribution
 
 SETS_SCHEMA = StructType(
     [

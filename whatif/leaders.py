@@ -24,6 +24,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 
+from html_report.charts import bars_before_after, ratios_against_threshold
+from html_report.page import Section
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
 from statemachines.columns import has_leadership
@@ -31,7 +33,6 @@ from whatif import broker_balance as bb
 from whatif.answer import Answer, election_json
 from whatif.cluster import WhatIfCluster, columns_frame
 from whatif.options import LeadersOptions
-from whatif.report import Section, bars_before_after, ratios_against_threshold
 
 PREFERRED = "preferred"
 PREFERRED_ELECTION = "preferred_election"

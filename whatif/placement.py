@@ -33,6 +33,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from html_report.charts import bars_before_after
+from html_report.page import Section
 from statemachines import schemas as s
 from whatif.answer import Answer, reassignment_json
 from whatif.cluster import WhatIfCluster, WhatIfInputError
@@ -48,7 +50,6 @@ from whatif.options import DecommissionOptions, ScaleOutOptions
 from whatif.placement_candidates import with_bytes
 from whatif.placement_greedy import PlacementTarget
 from whatif.planner import PlacementPlan, plan_placement, spread, timed, without_gc
-from whatif.report import Section, bars_before_after
 
 PLANNED = "planned_replicas"
 _BROKER_LIST = ArrayType(IntegerType(), containsNull=False)

@@ -21,11 +21,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
+from html_report.charts import bars_before_after, margins_per_batch
+from html_report.page import Section
 from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.options import RollOptions
-from whatif.report import Section, bars_before_after, margins_per_batch
 from whatif.roll_batches import (
     REASON,
     conflict_pairs,

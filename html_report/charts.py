@@ -1,38 +1,26 @@
-"""``report.html``: one self-contained page per ``kce whatif`` question.
+"""The report's charts: each takes plain Python data and returns an SVG string.
 
-The page opens from disk with no network: charts are inline SVG drawn by matplotlib, the CSS is a
-few inline rules, and a Content-Security-Policy forbids every external fetch. The same input renders
-to the same bytes (no generated-at time, a fixed ``svg.hashsalt``, no SVG metadata), so reports diff
-cleanly between runs.
-
-Each chart function takes plain Python data and returns an SVG string; a ``Section`` groups a
-heading, a short paragraph, charts and tables. matplotlib is used through ``Figure`` objects only,
-never ``pyplot``, so no GUI backend or global figure state is involved.
+matplotlib is used through ``Figure`` objects only, never ``pyplot``, so no GUI backend or global
+figure state is involved. The same data draws the same bytes: a fixed ``svg.hashsalt``, glyphs as
+paths, and no SVG metadata (no date).
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import matplotlib
-from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-Row = Mapping[str, Any]
-
-MAX_LIST_ITEMS = 10
-MAX_TABLE_ROWS = 50
 MAX_TICK_LABELS = 40
+FULL_WIDTH = 12.5  # inches: the page's 1200px column
+# A step line of up to 2 × 500 points: about 2 px per step across the page's 1200 px column.
+MAX_STEP_BUCKETS = 500
 
 BEFORE = "#a8b3bf"
 AFTER = "#2f6fb5"
@@ -40,10 +28,22 @@ UNDER = "#4c7fb5"
 OVER = "#c8372d"
 POSITIVE = "#3f8f4f"
 THRESHOLD = "#222222"
+# Line colours of a timeline, in series order: the report's blue, red and green first.
+SERIES_COLOURS = (
+    "#2f6fb5",
+    "#c8372d",
+    "#3f8f4f",
+    "#d08a1f",
+    "#7b4fa8",
+    "#4aa3b8",
+    "#8c564b",
+    "#555555",
+    "#d36fb4",
+)
 
 _RC = {
     # A fixed salt makes clip-path and marker ids, and so the SVG bytes, the same on every run.
-    "svg.hashsalt": "kce-whatif",
+    "svg.hashsalt": "kce-report",
     # Glyphs as paths: the page needs no fonts, and looks the same wherever it is opened.
     "svg.fonttype": "path",
     "font.size": 9,
@@ -52,72 +52,6 @@ _RC = {
 }
 # No Date (determinism) and no Creator/Format/Type: matplotlib then writes no RDF block.
 _NO_METADATA: dict[str, Any] = {"Date": None, "Creator": None, "Format": None, "Type": None}
-_ID = re.compile(r'\bid="([^"]+)"')
-_REF = re.compile(r'(href="#|url\(#)([^")]+)')
-
-
-@dataclass(frozen=True)
-class Section:
-    """A part of the report: a heading, a short paragraph, SVG charts and tables of rows.
-
-    A table is a list of rows, each a mapping of column to value; the columns are the keys of the
-    rows in first-seen order.
-    """
-
-    heading: str
-    text: str = ""
-    charts: list[str] = field(default_factory=list)
-    tables: list[list[Row]] = field(default_factory=list)
-
-
-def render_report(
-    path: Path,
-    *,
-    title: str,
-    question: str,
-    summary: Mapping[str, Any],
-    sections: Sequence[Section],
-) -> None:
-    """Write the report to ``path``: title and question, the summary table, then the sections."""
-    html = _template().render(
-        title=title,
-        question=question,
-        summary=summary_rows(summary),
-        sections=[_section_view(s, i) for i, s in enumerate(sections)],
-    )
-    Path(path).write_text(html, encoding="utf-8")
-
-
-def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The summary as (key, display value) rows. A small nested mapping becomes dotted keys; a large
-    one (a per-topic or per-broker breakdown) stays one truncated row so the table stays short."""
-    rows: list[tuple[str, str]] = []
-    for key, value in summary.items():
-        if isinstance(value, Mapping) and 0 < len(value) <= MAX_LIST_ITEMS:
-            rows.extend((f"{key}.{k}", v) for k, v in summary_rows(value))
-        else:
-            rows.append((str(key), format_value(value)))
-    return rows
-
-
-def format_value(value: Any) -> str:
-    """A value as the report shows it: grouped digits, four significant figures, short lists."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        # Broker ids (1001 up when generated) and partition numbers stay ungrouped: "1,001, 1,002"
-        # misreads as a list. Counts of a hundred thousand and more are grouped.
-        return f"{value:,}" if abs(value) >= 100_000 else str(value)
-    if isinstance(value, float):
-        return f"{value:,.4g}" if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return _truncated([f"{k}: {format_value(v)}" for k, v in value.items()])
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return _truncated([format_value(v) for v in items])
-    return str(value)
 
 
 def bars_before_after(
@@ -209,10 +143,10 @@ def margins_per_batch(title: str, batches: Sequence[str], min_margin: Sequence[i
 
 
 @contextmanager
-def _chart(title: str, bars: int) -> Iterator[Axes]:
+def _chart(title: str, bars: int, *, width: float | None = None) -> Iterator[Axes]:
     # Wider for many brokers, capped at the page's 1200px column so the page never scales the
     # chart (and its labels) down: 250 brokers get about 3.6 points each.
-    width = min(max(7.0, bars * 0.065), 12.5)
+    width = min(max(7.0, bars * 0.065), FULL_WIDTH) if width is None else width
     with matplotlib.rc_context(_RC):
         figure = Figure(figsize=(width, 3.6), layout="constrained")
         ax = figure.subplots()
@@ -247,57 +181,77 @@ def _svg(figure: Figure) -> str:
     return text[text.index("<svg") :]
 
 
-def _scoped(svg: str, prefix: str) -> str:
-    """``svg`` with its ids made unique in the page: matplotlib numbers ids per figure, so two
-    inline charts would otherwise share ids and borrow each other's glyphs and clip paths."""
-    svg = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', svg)
-    return _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", svg)
+def step_timeline(
+    title: str,
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    until: float,
+    *,
+    xlabel: str = "virtual time (s)",
+    ylabel: str = "count",
+) -> str:
+    """One step line per series: each ``(x, value)`` point holds until the next, the last until
+    ``until``. Points must be in x order; a later point at the same x wins. A series' colour is
+    its place in the mapping, and a series without points is not drawn but keeps its place, so
+    charts of one set of series colour each the same. A long series is thinned first
+    (``thin_steps``): the SVG stays small whatever the input."""
+    with _chart(title, 0, width=FULL_WIDTH) as ax:
+        drawn = {
+            name: (i, thin_steps(points, until))
+            for i, (name, points) in enumerate(series.items())
+            if points
+        }
+        if not drawn:
+            _no_data(ax)
+        else:
+            for name, (i, points) in drawn.items():
+                xs = [x for x, _ in points]
+                ys = [y for _, y in points]
+                if xs[-1] < until:
+                    xs.append(until)
+                    ys.append(ys[-1])
+                colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+                ax.step(xs, ys, where="post", color=colour, linewidth=1.3, label=name)
+            values = [y for _, points in drawn.values() for _, y in points]
+            # From 0 up: a count that stays 0 is drawn on the axis, not in the middle of the plot.
+            ax.set_ylim(min(0, *values), max(1, *values) * 1.05)
+            ax.set_xlim(0, max(until, *(points[-1][0] for _, points in drawn.values())))
+            ax.yaxis.get_major_locator().set_params(integer=True)
+            # Beside the plot: above it, many series would cover the title.
+            ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        return _svg(ax.figure)
 
 
-@dataclass(frozen=True)
-class _Table:
-    columns: list[str]
-    rows: list[list[str]]
-    more: int
+def thin_steps(
+    points: Sequence[tuple[float, float]], until: float, buckets: int = MAX_STEP_BUCKETS
+) -> list[tuple[float, float]]:
+    """``points`` of a step line with only the points where the value changes; when more than
+    ``2 * buckets`` remain, the range up to ``until`` is cut into ``buckets`` equal slices and a
+    slice with several points keeps two: its highest value from its first point, then its last
+    value from its last point. Peaks and the final value survive; a dip inside a slice does not."""
+    changes = _changes(points)
+    if len(changes) <= 2 * buckets:
+        return changes
+    start = changes[0][0]
+    width = (max(until, changes[-1][0]) - start) / buckets
+    slices: dict[int, list[tuple[float, float]]] = {}
+    for x, y in changes:
+        slices.setdefault(min(int((x - start) / width), buckets - 1), []).append((x, y))
+    kept: list[tuple[float, float]] = []
+    for group in slices.values():
+        if len(group) > 1:
+            kept.append((group[0][0], max(y for _, y in group)))
+        kept.append(group[-1])
+    return _changes(kept)
 
 
-@dataclass(frozen=True)
-class _SectionView:
-    heading: str
-    text: str
-    charts: list[Markup]
-    tables: list[_Table]
-
-
-def _section_view(section: Section, index: int) -> _SectionView:
-    charts = [
-        Markup(_scoped(svg, f"s{index}c{i}-"))  # trusted: the chart functions' own SVG
-        for i, svg in enumerate(section.charts)
-    ]
-    return _SectionView(section.heading, section.text, charts, [_table(t) for t in section.tables])
-
-
-def _table(rows: Sequence[Row]) -> _Table:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    shown = rows[:MAX_TABLE_ROWS]
-    cells = [[format_value(row.get(c)) if c in row else "" for c in columns] for row in shown]
-    return _Table(columns, cells, len(rows) - len(shown))
-
-
-def _truncated(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:MAX_LIST_ITEMS])
-    more = len(items) - MAX_LIST_ITEMS
-    return f"{shown} … and {more} more" if more > 0 else shown
-
-
-@functools.cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("whatif", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return environment.get_template("report.html.j2")
+def _changes(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points where the held value changes; of several at one x, the last."""
+    out: list[tuple[float, float]] = []
+    for x, y in points:
+        if out and out[-1][0] == x:
+            out.pop()
+        if not out or out[-1][1] != y:
+            out.append((x, y))
+    return out

@@ -1,0 +1,226 @@
+"""``kce run``'s ``report.html``: the summary's scalars, the controller's gauges over virtual time,
+the brokers' chart only when metrics.jsonl has broker lines, a capped events table; no network,
+byte-stable, small for long runs; a real run writes it and headless Chromium shows it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from html_report.charts import MAX_STEP_BUCKETS, step_timeline, thin_steps
+from html_report.page import MAX_TABLE_ROWS
+from spark_app.run_report import BROKER_CHART, REPORT, render_run_report
+from spark_app.runner import run
+from spark_app.scenario import load_scenario
+from tests.chromium import assert_not_blank, chromium, needs_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "configs/scenarios/reassignment-resumes.yaml"  # 1 partition, 20 s: the fastest
+
+SUMMARY: dict[str, Any] = {
+    "name": "outage",
+    "events_processed": 3,
+    "elections": 2,
+    "unclean_elections": 1,
+    "errors": ["AlterPartitionReassignments at 4s failed: NoReassignmentInProgressException"],
+    "requests": {"LeaderAndIsr": 4},
+    "zk_writes": 5,
+    "controller": {"id": 1, "epoch": 1, "epoch_zk_version": 0},
+    "wall_seconds": 1.234,
+}
+REPLICATION = {"isr_shrinks": 2, "isr_expands": 1, "under_min_isr_partition_seconds": 4.5}
+
+
+def _controller(at: int, offline: int, imbalance: int, **more: Any) -> dict[str, Any]:
+    return {
+        "virtual_time_ms": at,
+        "controller": 1,
+        "ActiveControllerCount": 1,
+        "ControllerState": "BrokerChange",
+        "EventQueueSize": 0,
+        "EventQueueTimeMs": 0,
+        "UncleanLeaderElections": 0,
+        "global_partition_count": 10,
+        "offline_partitions_count": offline,
+        "preferred_replica_imbalance_count": imbalance,
+        "under_replicated_partitions": 0,
+        "counters": {},
+        **more,
+    }
+
+
+def _brokers(at: int, urp: int, under_min: int, offline: int) -> dict[str, Any]:
+    return {
+        "virtual_time_ms": at,
+        "source": "brokers",
+        "UnderReplicatedPartitions": urp,
+        "UnderMinIsrPartitionCount": under_min,
+        "AtMinIsrPartitionCount": 0,
+        "OfflinePartitionsCount": offline,
+        "IsrShrinksPerSec": 0,
+        "IsrExpandsPerSec": 0,
+        "FailedIsrUpdatesPerSec": 0,
+        "IsrChangeNotifications": 0,
+    }
+
+
+CONTROLLER = [
+    _controller(0, 0, 0),
+    _controller(1000, 3, 1, UncleanLeaderElections=1),
+    _controller(5000, 0, 2, source="controller"),  # the source-tagged form reads the same
+]
+BROKERS = [_brokers(0, 0, 0, 0), _brokers(1000, 4, 2, 3), _brokers(5000, 1, 0, 0)]
+EVENTS = [
+    {"virtual_time_ms": 1000, "controller": 1, "type": "BrokerChange", "partitions_changed": 3,
+     "elections": 2, "unclean_elections": 1, "isr_shrinks": 3, "zk_writes": 3, "error": None},
+    {"virtual_time_ms": 4000, "controller": None, "type": "cancel_reassignment",
+     "exception": "NoReassignmentInProgressException", "error": "cancel_reassignment failed"},
+]  # fmt: skip
+
+
+def _render(metrics: list[dict[str, Any]], summary: dict[str, Any] = SUMMARY) -> str:
+    return render_run_report(summary, EVENTS, metrics, 30_000)
+
+
+def _summary_rows(html: str) -> dict[str, str]:
+    return dict(re.findall(r'<th scope="row">([^<]+)</th><td>([^<]*)</td>', html))
+
+
+def test_controller_lines_only_draw_one_chart_and_no_broker_section() -> None:
+    html = _render(CONTROLLER)
+    assert html.count("<svg") == html.count("</svg>") == 1
+    assert "<h2>Controller gauges</h2>" in html and "<h2>Events</h2>" in html
+    assert BROKER_CHART not in html
+    assert "<!-- OfflinePartitionsCount -->" in html  # the legend, as SVG comments
+    assert "<!-- UncleanLeaderElections (count) -->" in html  # left 0 at 1 s: drawn
+    assert "lagging followers" not in html  # never left 0 (absent here): left out
+
+
+def test_broker_lines_add_the_under_replicated_chart() -> None:
+    html = _render([*CONTROLLER, *BROKERS])
+    assert html.count("<svg") == html.count("</svg>") == 2
+    assert f"<h2>{BROKER_CHART}</h2>" in html
+    broker_svg = html[html.index(f"<h2>{BROKER_CHART}</h2>") :]
+    for name in (
+        "UnderReplicatedPartitions",
+        "UnderMinIsrPartitionCount",
+        "OfflinePartitionsCount",
+    ):
+        assert f"<!-- {name} -->" in broker_svg
+    # Broker lines first, controller lines after: each source is a timeline of its own.
+    assert _render([*BROKERS, *CONTROLLER]) == html
+
+
+def test_the_page_loads_nothing_from_outside() -> None:
+    html = _render([*CONTROLLER, *BROKERS])
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//""", html, re.I)
+    assert not re.search(r"url\(\s*[\"']?\s*(?:https?:)?//|@import|<script", html, re.I)
+    # Only the SVG namespaces: identifiers, never fetched.
+    assert set(re.findall(r"https?://[^\s\"'<>)]+", html)) <= {
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+    }
+    assert "default-src 'none'" in html
+
+
+def test_two_renders_are_byte_identical_from_lists_or_iterators() -> None:
+    first = _render([*CONTROLLER, *BROKERS])
+    again = render_run_report(dict(SUMMARY), iter(EVENTS), iter([*CONTROLLER, *BROKERS]), 30_000)
+    assert again == first
+
+
+def test_summary_holds_the_scalars_and_replication_totals_only_when_present() -> None:
+    rows = _summary_rows(_render(CONTROLLER))
+    assert rows == {
+        "name": "outage",
+        "events_processed": "3",
+        "elections": "2",
+        "unclean_elections": "1",
+        "zk_writes": "5",
+        "errors": "1",
+    }  # no wall_seconds: it would change the bytes every run
+    rows = _summary_rows(_render(CONTROLLER, {**SUMMARY, **REPLICATION}))
+    assert rows["isr_shrinks"] == "2" and rows["under_min_isr_partition_seconds"] == "4.5"
+    assert "acked_records_lost" not in rows
+
+
+def test_events_table_shows_the_first_rows_of_a_long_run() -> None:
+    def events() -> Iterator[dict[str, Any]]:
+        for i in range(120):
+            yield {"virtual_time_ms": 1500 * i, "controller": 1, "type": f"Event{i}"}
+
+    html = render_run_report(SUMMARY, events(), CONTROLLER, 200_000)
+    assert "<td>Event49</td>" in html and "Event50" not in html
+    assert f"… and {120 - MAX_TABLE_ROWS} more rows" in html
+    assert f"The first {MAX_TABLE_ROWS} of the 120 lines of events.jsonl" in html
+    assert "<td>73.500</td>" in html  # virtual time in seconds
+    short = _render(CONTROLLER)
+    assert "The 2 lines of events.jsonl" in short and "more rows" not in short
+    assert "<td>cancel_reassignment failed</td>" in short
+
+
+def test_a_long_run_stays_small() -> None:
+    lines = 100_000
+    metrics = [_controller(10 * i, i % 7, (i // 3) % 5, EventQueueSize=i % 4) for i in range(lines)]
+    metrics += [_brokers(30 * i, i % 11, i % 3, i % 2) for i in range(lines // 3)]
+    events = ({"virtual_time_ms": 10 * i, "type": "IsrChangeNotification"} for i in range(lines))
+    html = render_run_report(SUMMARY, events, metrics, 10 * lines)
+    assert html.count("<svg") == 2
+    assert len(html) < 600_000
+
+
+def test_thinning_keeps_peaks_and_the_last_value() -> None:
+    # Every 10th point a spike to 50 among values 0..6: after thinning, the spikes remain.
+    points = [(float(i), float(50 if i % 10 == 5 else i % 7)) for i in range(10_000)]
+    thin = thin_steps(points, 10_000.0)
+    assert len(thin) <= 2 * MAX_STEP_BUCKETS
+    assert max(y for _, y in thin) == 50 and thin[-1] == points[-1]
+    assert thin == thin_steps(points, 10_000.0)
+    # Short series only lose points that change nothing; a later point at the same x wins.
+    assert thin_steps([(0, 1), (1, 1), (2, 3), (2, 1), (4, 2)], 10) == [(0, 1), (4, 2)]
+
+
+def test_a_timeline_without_points_says_no_data() -> None:
+    assert "<!-- no data -->" in step_timeline("Gauges", {"OfflinePartitionsCount": []}, 10.0)
+
+
+@pytest.fixture(scope="module")
+def played(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One real run, shared: the report's checks and the browser's read the same output."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    return out, run(spark, load_scenario(str(SCENARIO)), out)
+
+
+def _broker_lines(out: Path) -> bool:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return any(json.loads(line).get("source") == "brokers" for line in lines)
+
+
+def test_kce_run_writes_the_report_of_its_outputs(played: tuple[Path, dict]) -> None:
+    out, summary = played
+    html = (out / REPORT).read_text(encoding="utf-8")
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    # The page is the pure renderer's, over the files the run wrote.
+    assert html == render_run_report(summary, events, metrics, 20_000)
+    assert html.count("<svg") == 1 + _broker_lines(out)
+    assert "kce run: reassignment-resumes" in html
+    assert _summary_rows(html)["events_processed"] == str(summary["events_processed"])
+    assert "<td>BrokerChange</td>" in html
+
+
+@needs_chromium
+def test_headless_chromium_shows_the_run_report(played: tuple[Path, dict], tmp_path: Path) -> None:
+    out, _ = played
+    screenshot = tmp_path / "report.png"
+    chromium(out / REPORT, tmp_path / "p1", f"--screenshot={screenshot}", "--window-size=1280,1600")
+    assert_not_blank(screenshot, (1280, 1600))
+    dom = chromium(out / REPORT, tmp_path / "p2", "--dump-dom").stdout
+    assert dom.count("<svg") == 1 + _broker_lines(out)
+    assert "<h2>Controller gauges</h2>" in dom and "<h2>Events</h2>" in dom

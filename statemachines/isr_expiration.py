@@ -122,7 +122,7 @@ def with_isr(table: DataFrame, written: DataFrame) -> DataFrame:
         for k in range(w)
     }
     updates[s.ZK_VERSION] = F.when(hit, F.col("_version")).otherwise(F.col(s.ZK_VERSION))
-    return r.replace(joined, updates).drop("_isr", "_version")
+    return r.maybe_increment_hw(r.replace(joined, updates).drop("_isr", "_version"))
 
 
 def _tick_after(starts: Mapping[int, int], period: int, broker: Column, after: Column) -> Column:

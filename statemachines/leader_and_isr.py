@@ -55,11 +55,14 @@ def receive(
     restarted: frozenset[int],
     use_epochs: bool,
     now_ms: int,
+    running: frozenset[int] | None = None,
 ) -> DataFrame:
     """The replication table after the brokers receive ``decided`` (the controller's rows in
     the replication layout: key, replica_k, isr_k, leader, leader_epoch, zk_version,
     controller_epoch). Partitions the controller no longer has are gone; new ones start empty.
-    ``restarted``: brokers that came back since the last call (their replicas truncate)."""
+    ``restarted``: brokers that came back since the last call (their replicas truncate);
+    ``running``: brokers whose process runs (None: all) — a stopped broker truncates when it
+    restarts, not when the controller's requests to it fail."""
     wo, w = s.width(table), s.width(decided)
     now = F.lit(now_ms).cast("bigint")
     old = table.select(
@@ -137,7 +140,8 @@ def receive(
     for k in range(w):
         leo, hw = F.col(r.leo_col(k)), F.col(r.hw_col(k))
         follower = r.is_follower(k) & led
-        truncates = follower & (leader_changed | back[k])
+        up = F.lit(True) if running is None else r._member(F.col(s.replica_col(k)), running)
+        truncates = follower & up & (leader_changed | back[k])
         cut = F.least(F.get(F.col("_cuts"), k), leo_l, leo)
         updates[r.leo_col(k)] = F.when(truncates, cut).otherwise(leo)
         updates[r.hw_col(k)] = F.when(truncates, F.least(hw, cut)).otherwise(hw)
@@ -164,7 +168,7 @@ def receive(
         for c in [s.ZK_VERSION, s.CONTROLLER_EPOCH, *(s.isr_col(k) for k in range(min(w, wo)))]
     }
     j = r.replace(j, mine)
-    return j.select(*r.columns(w))  # drops the old columns and the helpers
+    return r.maybe_increment_hw(j.select(*r.columns(w)))  # drops the old columns, helpers
 
 
 def append(

@@ -320,6 +320,23 @@ class Motion:
         return self.leader_leo(at) - self.leo(k, at)
 
 
+def maybe_increment_hw(table: DataFrame) -> DataFrame:
+    """Kafka's ``maybeIncrementLeaderHW`` after an ISR change (§12.3): the leader's high
+    watermark moves up to the least LEO of the new ISR (never down). A shrink lets it jump to
+    the leader's LEO, so the follower just removed cannot rejoin before it catches up."""
+    w = s.width(table)
+    leader_leo = leader_value(w, leo_col, F.lit(0).cast("bigint"))
+    ends = [leader_leo] + [
+        F.when(in_isr(k, w) & is_follower(k), F.col(leo_col(k))) for k in range(w)
+    ]
+    hw = leader_value(w, hw_col, F.lit(0).cast("bigint"))
+    moved = F.greatest(hw, F.least(*ends))
+    return replace(
+        table,
+        {hw_col(k): F.when(is_leader(k), moved).otherwise(F.col(hw_col(k))) for k in range(w)},
+    )
+
+
 def _flush_boundaries(c: Conditions, end_ms: int) -> list[int]:
     """The last write-back of each flush period inside the step (none if it has none)."""
     out = []

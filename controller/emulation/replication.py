@@ -244,6 +244,7 @@ class Replication:
                     frozenset(self.restarted),
                     self.settings.use_epochs,
                     self.now,
+                    frozenset(b for b in self.brokers if self._alive(b)),
                 )
             )
         self.restarted.clear()

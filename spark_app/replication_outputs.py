@@ -33,6 +33,7 @@ def replication_settings(scenario: Scenario) -> ReplicationSettings:
         flush_messages=None if messages >= LONG_MAX else messages,
         session_timeout_ms=c.zookeeper_session_timeout_ms,
         min_isr=c.min_insync_replicas,
+        driver_rows=scenario.execution.driver_rows,
     )
 
 

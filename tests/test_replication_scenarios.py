@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_app.runner import run
-from spark_app.scenario import load_scenario
+from spark_app.scenario import load_scenario, scenario_from_data
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "configs" / "scenarios"
@@ -118,3 +118,23 @@ def test_kip101_divergence_under_the_high_watermark_rule_and_none_under_epochs(
     # m2 was acknowledged and both copies of it are gone either way.
     assert old["acked_records_lost"] == new["acked_records_lost"] == 1
     assert p_old["log_end_offsets"] == p_new["log_end_offsets"] == {"1": 3, "2": 3}
+
+
+def test_spark_tables_give_the_driver_rows_results(spark: SparkSession, tmp_path: Path) -> None:
+    """The same run with the replication table (and the controller's) in Spark."""
+    path = SCENARIOS / "kip101-divergence.yaml"
+    driver = run(spark, load_scenario(path, HW_RULE), tmp_path / "driver")
+    data = load_scenario(path, HW_RULE).model_dump(by_alias=True)
+    data["execution"] = {"driver_rows": 0}
+    spark_run = run(spark, scenario_from_data(data), tmp_path / "spark")
+    keys = ("isr_shrinks", "isr_expands", "acked_records_lost", "divergent_partitions")
+    assert {k: spark_run[k] for k in keys} == {k: driver[k] for k in keys}
+    final = [
+        json.loads((tmp_path / d / "final_state.json").read_text()) for d in ("driver", "spark")
+    ]
+    assert final[0]["partitions"] == final[1]["partitions"]
+    metrics = [
+        [x for x in (tmp_path / d / "metrics.jsonl").read_text().splitlines() if "brokers" in x]
+        for d in ("driver", "spark")
+    ]
+    assert metrics[0] == metrics[1]

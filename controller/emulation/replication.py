@@ -23,17 +23,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from controller.commit.checkpoint import local_checkpoint, release
+from controller.emulation.replica_logs import ReplicaLogs, RowLogs, SparkLogs
 from controller.events import controller_events as ev
 from controller.zk import admin_zk_client as admin
 from controller.zk.protocol import ZkClient
 from statemachines import isr_expiration as ie
-from statemachines import leader_and_isr as lai
 from statemachines import replication as r
 from statemachines import schemas as s
-from statemachines.local_rows import local_frame
+from statemachines.compact_rows import CompactRow
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +53,7 @@ class ReplicationSettings:
     flush_messages: int | None = None
     session_timeout_ms: int = 18_000
     min_isr: int = 1
+    driver_rows: int = 10_000  # a table of at most this many partitions stays on the driver
 
 
 @dataclass
@@ -123,7 +122,7 @@ class Replication:
         self._active = active
         self._schedule_at = schedule_at
         self._write_isr = write_isr
-        self.table: DataFrame | None = None
+        self.logs: ReplicaLogs | None = None
         self.now = 0
         self.checked_ms = -1
         self.brokers: dict[int, BrokerActivity] = {}
@@ -193,9 +192,9 @@ class Replication:
         """Every replica moves to ``at_ms`` under the conditions since the last step."""
         if at_ms <= self.now:
             return
-        if self.table is not None:
+        if self.logs is not None:
             self._account(at_ms)
-            self._swap(r.advance(self.table, self.conditions(), at_ms))
+            self.logs.advance(self.conditions(), at_ms)
         self.now = at_ms
         self._dirty = True
 
@@ -204,10 +203,6 @@ class Replication:
             self.totals.under_min_isr_partition_ms += self._gauges.under_min_isr * (
                 at_ms - self.now
             )
-
-    def _swap(self, table: DataFrame) -> None:
-        old, self.table = self.table, local_checkpoint(table)
-        release(old)
 
     # -- what the brokers learn from the controller ------------------------------------------
     def _receive(self) -> bool:
@@ -229,24 +224,23 @@ class Replication:
                 self.min_isr[self.topics[name]] = int(entry.config["min.insync.replicas"])
             self.sizes.setdefault(self.topics[name], 1024)
         index = {e.index: self.topics[n] for n, e in ctx.topics.items()}
-        decided = _decided(ctx.partitions, index)
-        if self.table is None:
-            self.table = local_checkpoint(
-                lai.receive(
-                    _empty(self.spark, s.width(decided)), decided, frozenset(), True, self.now
-                )
-            )
-        else:
-            self._swap(
-                lai.receive(
-                    self.table,
-                    decided,
-                    frozenset(self.restarted),
-                    self.settings.use_epochs,
-                    self.now,
-                    frozenset(b for b in self.brokers if self._alive(b)),
-                )
-            )
+        held = ctx.table.driver
+        if self.logs is None:
+            small = held is not None and len(held) <= self.settings.driver_rows
+            self.logs = RowLogs(self.spark) if small else SparkLogs(self.spark)
+        source: DataFrame | dict[tuple[int, int], CompactRow]
+        if isinstance(self.logs, SparkLogs):
+            source = ctx.partitions
+        else:  # a controller that moved its table to Spark is read back to the driver
+            source = held if held is not None else _held(ctx.partitions)
+        self.logs.receive(
+            source,
+            index,
+            frozenset(self.restarted),
+            self.settings.use_epochs,
+            self.now,
+            frozenset(b for b in self.brokers if self._alive(b)),
+        )
         self.restarted.clear()
         return True
 
@@ -255,7 +249,7 @@ class Replication:
         """After the controllers drained at ``now``: receive, apply the ISR rules, propagate,
         and set the next wake-up. True if something was sent to a controller (drain again)."""
         received = self._receive()
-        if self.table is None or not (self._dirty or received):
+        if self.logs is None or not (self._dirty or received):
             return False
         self._dirty = False
         sent = self._apply_isr_rules()
@@ -278,10 +272,9 @@ class Replication:
         )
 
     def _apply_isr_rules(self) -> bool:
-        assert self.table is not None
+        assert self.logs is not None
         c = self.conditions()
-        updates = ie.isr_updates(self.table, c, self.settings.rule, self._ticking(), self.now)
-        rows = updates.collect()
+        rows = self.logs.isr_updates(c, self.settings.rule, self._ticking(), self.now)
         if not rows:
             return False
         names = {i: n for n, i in self.topics.items()}
@@ -318,8 +311,7 @@ class Replication:
                 a.pending.add((names[x[s.TOPIC_INDEX]], x[s.PARTITION]))
                 a.last_change_ms = self.now
         if done:
-            written = local_frame(self.spark, done, _WRITTEN)
-            self._swap(ie.with_isr(self.table, written))
+            self.logs.with_isr(done)
         self._dirty = True  # the rules run again on the new ISRs
         return False
 
@@ -364,18 +356,14 @@ class Replication:
         return min(due, default=None)
 
     def _look_ahead(self) -> None:
-        assert self.table is not None
-        stats = r.fetch_stats(self.table, self.conditions()).collect()
-        self._stats = {
-            x[s.BROKER]: (x[r.BROKER_DEMAND], x[r.BROKER_BEHIND], x[r.BROKER_FOLLOWED])
-            for x in stats
-        }
+        assert self.logs is not None
+        self._stats = self.logs.fetch_stats(self.conditions())
         c = self.conditions()
         checking = frozenset(b for b in self.brokers if self._running(b))
         starts = {b: a.started_ms for b, a in self.brokers.items()}
-        row = ie.outlook(
-            self.table, c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1)
-        ).collect()[0]
+        row = self.logs.outlook(
+            c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1)
+        )
         n = self.totals
         gauges = Snapshot(
             self.now, row[ie.URP], row[ie.UNDER_MIN], row[ie.AT_MIN], row[ie.OFFLINE],
@@ -435,21 +423,16 @@ class Replication:
     def produce(
         self, topics: Sequence[str] | None, partition: int | None, records: int, acks: str
     ) -> None:
-        if self.table is None:
+        if self.logs is None:
             return
-        indices = self._topic_indices(topics)
-        where = F.col(s.TOPIC_INDEX).isin(indices) if indices else F.lit(False)
-        if partition is not None:
-            where = where & (F.col(s.PARTITION) == partition)
-        serving = self.conditions().serving
-        where = where & (F.col(s.LEADER).isin(sorted(serving)) if serving else F.lit(False))
         c = self.conditions()
-        self._swap(lai.append(self.table, where, records, acks != "all", r.min_isr_of(c)))
+        indices = self._topic_indices(topics)
+        self.logs.append(indices, partition, c.serving, records, acks != "all", c)
         self._changed()
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:
-        if self.table is not None:
-            self._swap(lai.lose_unflushed(self.table, brokers))
+        if self.logs is not None:
+            self.logs.lose_unflushed(brokers)
         self._changed()
 
     def _topic_indices(self, topics: Sequence[str] | None) -> list[int]:
@@ -460,89 +443,23 @@ class Replication:
     # -- results -----------------------------------------------------------------------------
     def loss_totals(self) -> tuple[int, int]:
         """Acknowledged records lost and divergent partitions, over the whole table."""
-        if self.table is None:
-            return 0, 0
-        w = s.width(self.table)
-        row = self.table.agg(
-            F.sum(r.LOST).alias("lost"), F.sum(lai.divergent(w).cast("long")).alias("diverged")
-        ).collect()[0]
-        return int(row["lost"] or 0), int(row["diverged"] or 0)
+        return (0, 0) if self.logs is None else self.logs.loss_totals()
 
     def partition_results(self) -> DataFrame | None:
         """Per partition: high watermark, each replica's LEO, acknowledged records lost and
         whether replicas diverge (topic names, not indices)."""
-        if self.table is None:
+        if self.logs is None:
             return None
-        w = s.width(self.table)
-        names = self.spark.createDataFrame(
-            [(i, n) for n, i in self.topics.items()], f"{s.TOPIC_INDEX} int, {s.TOPIC} string"
-        )
-        entries = [
-            F.struct(
-                F.col(s.replica_col(k)).cast("string").alias("broker"),
-                F.col(r.leo_col(k)).alias("leo"),
-            )
-            for k in range(w)
-        ]
-        leos = F.map_from_entries(
-            F.filter(F.array(*entries), lambda x: x["broker"] != str(s.EMPTY_SLOT))
-        )
-        hw = r.leader_value(w, r.hw_col, F.lit(None).cast("bigint"))
-        return self.table.join(F.broadcast(names), s.TOPIC_INDEX).select(
-            s.TOPIC,
-            s.PARTITION,
-            hw.alias("high_watermark"),
-            leos.alias("log_end_offsets"),
-            F.col(r.LOST).alias("acked_records_lost"),
-            lai.divergent(w).alias("diverged"),
-        )
+        return self.logs.results({i: n for n, i in self.topics.items()})
 
 
 def _counts(g: Snapshot) -> tuple[int, ...]:
     return tuple(getattr(g, f) for f in g.__dataclass_fields__ if f != "at_ms")
 
 
-_WRITTEN = f"{s.TOPIC_INDEX} int, {s.PARTITION} int, {ie.NEW_ISR} array<int>, {s.ZK_VERSION} int"
-
-
-def _decided(partitions: DataFrame, index: dict[int, int]) -> DataFrame:
-    """The controller's committed rows in the replication layout, under our topic indices."""
+def _held(partitions: DataFrame | None) -> dict[tuple[int, int], CompactRow]:
+    """The controller's Spark table as driver rows."""
+    assert partitions is not None
     w = s.width(partitions)
-    keys = sorted(index)
-    mapping = F.map_from_arrays(
-        F.array(*[F.lit(k) for k in keys]), F.array(*[F.lit(index[k]) for k in keys])
-    ) if keys else F.create_map().cast("map<int,int>")  # fmt: skip
-    return partitions.select(
-        F.element_at(mapping, F.col(s.TOPIC_INDEX)).alias(s.TOPIC_INDEX),
-        s.PARTITION,
-        *(s.replica_col(k) for k in range(w)),
-        *(s.isr_col(k) for k in range(w)),
-        s.LEADER,
-        s.LEADER_EPOCH,
-        s.ZK_VERSION,
-        s.CONTROLLER_EPOCH,
-    ).where(F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
-
-
-def _empty(spark: SparkSession, w: int) -> DataFrame:
-    """A replication table with no rows (the first ``receive`` fills it)."""
-    from statemachines.replication_epochs import EPOCHS_TYPE
-
-    fields = []
-    for c in r.columns(w):
-        if c.startswith("epochs_"):
-            kind = EPOCHS_TYPE.simpleString()
-        elif c in (
-            s.TOPIC_INDEX,
-            s.PARTITION,
-            s.LEADER,
-            s.LEADER_EPOCH,
-            s.ZK_VERSION,
-            s.CONTROLLER_EPOCH,
-            r.LAST_LEADER,
-        ) or c.startswith(("replica_", "isr_")):
-            kind = "int"
-        else:
-            kind = "bigint"
-        fields.append(f"`{c}` {kind}")
-    return spark.createDataFrame([], ", ".join(fields))
+    rows = (CompactRow.of(row.asDict(), w) for row in partitions.collect())
+    return {x.key: x for x in rows}

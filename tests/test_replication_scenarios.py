@@ -120,6 +120,19 @@ def test_kip101_divergence_under_the_high_watermark_rule_and_none_under_epochs(
     assert p_old["log_end_offsets"] == p_new["log_end_offsets"] == {"1": 3, "2": 3}
 
 
+def test_a_reassignment_completes_when_the_new_replica_has_copied_the_log(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    summary, (p,), brokers, events = _play(spark, "reassignment-copy", tmp_path)
+    # 100,000 records x 1024 bytes at 10 MB/s: 10.24 s after the reassignment starts at 10 s.
+    joined = _at(events, "AlterIsrReceived")
+    assert joined == [20_241] or joined == [20_240]
+    assert (p["replicas"], p["isr"], p["leader"]) == ([1, 3], [1, 3], 1)
+    assert p["log_end_offsets"] == {"1": 100_000, "3": 100_000}
+    assert [b["UnderReplicatedPartitions"] for b in brokers] == [0, 1, 0]
+    assert summary["isr_expands"] == 1 and summary["acked_records_lost"] == 0
+
+
 def test_spark_tables_give_the_driver_rows_results(spark: SparkSession, tmp_path: Path) -> None:
     """The same run with the replication table (and the controller's) in Spark."""
     path = SCENARIOS / "kip101-divergence.yaml"

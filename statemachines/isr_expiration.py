@@ -173,12 +173,13 @@ def outlook(
             )
             behind = m.leo(k, due) < m.leader_leo(due)
             candidates.append(F.when(member & behind, due))
-        # A follower outside the ISR rejoins by the time it reaches the leader's LEO.
+        # A follower behind reaches the leader's LEO: outside the ISR it rejoins by then; in it,
+        # its broker's throughput is shared anew (the shares are fixed between steps).
         gain = m.fetch_rate(k) - m.rate
         behind_now = m.lag(k, t0)
         reach = t0 + F.ceil((behind_now + 2) * 1000 / gain)
         candidates.append(
-            F.when(~r.in_isr(k, w) & m.fetching(k) & (behind_now > 0) & (gain > 0), reach)
+            F.when(m.fetching(k) & (behind_now > 0) & (gain > 0), reach)
         )
     next_ms = F.least(*[F.when(x > t0, x) for x in candidates])
     size = r.isr_size(w)

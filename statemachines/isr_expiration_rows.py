@@ -153,8 +153,9 @@ def _next_change(
             due = _tick_after(starts, period, leader, after)
             if m.leo(k, due) < m.leader_leo(due):
                 candidates.append(due)
-        # A follower outside the ISR rejoins by the time it reaches the leader's LEO.
-        if not in_isr(row, k, w) and m.fetching[k]:
+        # A follower behind reaches the leader's LEO: outside the ISR it rejoins by then; in it,
+        # its broker's throughput is shared anew (the shares are fixed between steps).
+        if m.fetching[k]:
             gain = m.rates[k] - m.rate
             behind_now = m.lag(k, t0)
             if behind_now > 0 and gain > 0:

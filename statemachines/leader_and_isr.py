@@ -10,7 +10,7 @@ loss and the check that two replicas hold different records at one offset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -56,13 +56,17 @@ def receive(
     use_epochs: bool,
     now_ms: int,
     running: frozenset[int] | None = None,
+    materialize: Callable[[DataFrame], DataFrame] = lambda df: df,
 ) -> DataFrame:
     """The replication table after the brokers receive ``decided`` (the controller's rows in
     the replication layout: key, replica_k, isr_k, leader, leader_epoch, zk_version,
     controller_epoch). Partitions the controller no longer has are gone; new ones start empty.
     ``restarted``: brokers that came back since the last call (their replicas truncate);
     ``running``: brokers whose process runs (None: all) — a stopped broker truncates when it
-    restarts, not when the controller's requests to it fail."""
+    restarts, not when the controller's requests to it fail. ``materialize`` is applied between
+    the two halves (the logs moved to their positions; the leaders and followers acting on
+    them): a caller that checkpoints there keeps each half's generated code under the JVM's
+    64 KB method limit at widths of 4 and more."""
     wo, w = s.width(table), s.width(decided)
     now = F.lit(now_ms).cast("bigint")
     old = table.select(
@@ -102,6 +106,10 @@ def receive(
     j = r.replace(
         j,
         {
+            "_known": known,
+            "_new_epoch": new_epoch,
+            "_newer": newer,
+            "_leader_changed": leader_changed,
             r.LOST: F.coalesce(o(r.LOST), F.lit(0).cast("bigint")) + lost_now,
             r.ACKED: F.when(leader_changed, F.least(acked, kept)).otherwise(acked),
             LAST_LEADER: F.when(led, leader).otherwise(F.coalesce(last, F.lit(s.NO_LEADER))),
@@ -110,6 +118,9 @@ def receive(
             ),
         },
     )
+    j = materialize(j)
+    known, new_epoch, newer = F.col("_known"), F.col("_new_epoch"), F.col("_newer")
+    leader_changed = F.col("_leader_changed")
     # The new leader stamps its epoch at its LEO (KIP-279), before anything is written.
     leader_epochs = F.when(
         led & newer, epochs.assign(epochs_l, F.col(s.LEADER_EPOCH), leo_l)

@@ -134,7 +134,15 @@ class SparkLogs:
         assert isinstance(source, DataFrame)
         decided = decided_frame(source, index)
         table = self.table if self.table is not None else empty_frame(self.spark, s.width(decided))
-        self._swap(lai.receive(table, decided, restarted, use_epochs, now_ms, running))
+        halves: list[DataFrame] = []
+
+        def materialize(df: DataFrame) -> DataFrame:
+            halves.append(local_checkpoint(df))
+            return halves[-1]
+
+        self._swap(lai.receive(table, decided, restarted, use_epochs, now_ms, running, materialize))
+        for half in halves:
+            release(half)
 
     def append(
         self,

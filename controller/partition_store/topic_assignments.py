@@ -125,7 +125,7 @@ def _append_rows(
     return len(keys), widest, assignment.topic_id
 
 
-_IDS = r"^(?:(?:0|[1-9][0-9]{0,8})(?:,(?:0|[1-9][0-9]{0,8}))*)?$"  # fit an int
+_ID = r"^(?:0|[1-9][0-9]{0,8})$"  # a partition id that fits an int
 
 
 def _decoded(raw: DataFrame) -> DataFrame:
@@ -166,7 +166,9 @@ def _decoded(raw: DataFrame) -> DataFrame:
         & (version.isNull() | version.isin(1, 2, 3))
         & F.col("_map").isNotNull()  # else a value is not a list of ints
         & ~text.contains("null")
-        & F.array_join(keys, ",").rlike(_IDS)
+        # One match per key: a single pattern over a topic's joined keys recursed once per key
+        # in Java's regex engine and overflowed a task's stack at a few thousand partitions.
+        & F.forall(keys, lambda k: k.rlike(_ID))
         & (F.col("z.topic_id").isNull() | (effective == 3))
     )
     for m in _MOVING:

@@ -146,7 +146,9 @@ def _whatif(args: argparse.Namespace) -> int:
         print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
     print("\n".join(lines))
-    print(f"outputs: {out}/ (summary.json, report.html)")
+    # With --json, stdout is the summary alone: a script can parse it.
+    where = sys.stderr if getattr(args, "json", False) else sys.stdout
+    print(f"outputs: {out}/ (summary.json, report.html)", file=where)
     return EXIT_OK
 
 

@@ -3,8 +3,9 @@
 Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs without Spark:
 
 * ``zk``: needs a real ZooKeeper server (marked by hand where the real server is a parameter);
-* ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``
-  or ``spark_app.runner``, directly or through a ``tests`` helper, or runs ``kce run``);
+* ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``,
+  ``spark_app.runner`` or ``whatif.execute_cluster``, directly or through a ``tests`` helper, or
+  runs ``kce run``);
 * ``spark``: uses the ``spark`` fixture, directly or through other fixtures;
 * ``unit``: everything else.
 
@@ -31,7 +32,7 @@ from pyspark.sql import SparkSession
 from spark_app.session import get_spark
 
 TIERS = ("unit", "spark", "scenario", "zk")
-_EMULATION = ("controller.emulation.cluster", "spark_app.runner")
+_EMULATION = ("controller.emulation.cluster", "spark_app.runner", "whatif.execute_cluster")
 _TESTS = Path(__file__).resolve().parent
 
 

@@ -4,7 +4,7 @@ Every question builds an ``Answer``; ``write_answer`` puts it under ``--out`` th
 ``staged_output`` (a temporary directory beside it, renamed into place when complete):
 ``summary.json`` (the figures under stable keys, ``docs/whatif.md``), one Parquet table per entry
 of ``tables``, Kafka-format JSON plans (``reassignment.json``, ``rollback.json``,
-``election.json``) and ``report.html``.
+``election.json``), the question's other files (``timeline.jsonl``) and ``report.html``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ class Answer:
     ``summary``: ``summary.json`` (JSON values only; broker ids as string keys); ``lines``: the
     short human summary printed on the terminal; ``tables``: Parquet outputs by file stem
     (per-partition and per-broker, before and after); ``plans``: Kafka-format JSON files by file
-    name; ``sections``: the report's parts after its summary table.
+    name; ``sections``: the report's parts after its summary table; ``files``: other text files by
+    name, written as given (e.g. JSON Lines).
     """
 
     question: str
@@ -36,6 +37,7 @@ class Answer:
     tables: Mapping[str, DataFrame] = field(default_factory=dict)
     plans: Mapping[str, Any] = field(default_factory=dict)
     sections: list[Section] = field(default_factory=list)
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 def reassignment_json(moves: list[tuple[str, int, list[int]]]) -> dict[str, Any]:
@@ -61,6 +63,8 @@ def write_answer(out: Path, answer: Answer, source: str) -> None:
             frame.write.parquet(str(staged / f"{name}.parquet"))
         for name, plan in answer.plans.items():
             write_json(staged / name, plan)
+        for name, text in answer.files.items():
+            (staged / name).write_text(text, encoding="utf-8")
         render_report(
             staged / "report.html",
             title=f"kce whatif {answer.question}",

@@ -115,12 +115,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
     verdict = "valid" if valid else f"INVALID ({errors} error(s))"
     lines = [
         f"audit {options.plan}: {verdict}, {len(problems) - errors} warning(s)",
-        *[
-            f"  {p.severity}: {p.topic}-{p.partition} {p.field}: {p.message}"
-            if p.topic is not None
-            else f"  {p.severity}: {p.field}: {p.message}"
-            for p in problems[:5]
-        ],
+        *[f"  {p.line()}" for p in problems[:5]],
         f"moves {replicas_moved} replica(s) in {len(moved)} partition(s); distinct replica sets "
         f"{sets['before']} → {sets['after']}",
     ]

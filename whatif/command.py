@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from whatif.cluster import WhatIfInputError
 from whatif.options import (
     AuditOptions,
     DecommissionOptions,
+    ExecuteOptions,
     ExposureOptions,
     FailOptions,
     LeadersOptions,
@@ -35,6 +37,7 @@ QUESTIONS: dict[str, tuple[str, str, str]] = {
     "leaders": ("whatif.leaders", "answer", "leader imbalance and the election that fixes it"),
     "exposure": ("whatif.exposure", "answer", "data-loss exposure of the replica placement"),
     "audit": ("whatif.audit", "answer", "check a reassignment plan against the cluster"),
+    "execute": ("whatif.execute", "answer", "replay a reassignment plan in waves under caps"),
 }
 
 
@@ -55,6 +58,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
     return value
 
 
@@ -98,6 +111,7 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--seed", type=int, default=0, help="seed of any random choice (0)")
         q.add_argument("--out", help=f"output directory (default out/whatif-{name})")
         q.add_argument("--master", help="Spark master URL")
+        q.add_argument("--json", action="store_true", help="print summary.json, not the summary")
         if name == "fail":
             which = q.add_mutually_exclusive_group(required=True)
             which.add_argument("--brokers", type=_ids, help="broker ids, e.g. 1,2")
@@ -117,6 +131,44 @@ def add_parser(sub: Any) -> None:
             q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
         elif name == "audit":
             q.add_argument("plan", help="a Kafka reassignment JSON file")
+        elif name == "execute":
+            _execute_arguments(q)
+
+
+def _execute_arguments(q: Any) -> None:
+    q.add_argument("plan", help="a Kafka reassignment JSON file")
+    q.add_argument(
+        "--max-moves-per-broker",
+        type=_positive,
+        default=5,
+        metavar="N",
+        help="concurrent partition moves a broker takes part in, adding or removing a replica "
+        "(5, as Cruise Control's num.concurrent.partition.movements.per.broker)",
+    )
+    q.add_argument(
+        "--max-moves", type=_positive, metavar="N", help="concurrent moves in the cluster (no cap)"
+    )
+    q.add_argument(
+        "--max-leader-moves",
+        type=_positive,
+        default=1000,
+        metavar="N",
+        help="concurrent moves that change the preferred leader (1000, as Cruise Control's "
+        "num.concurrent.leader.movements)",
+    )
+    q.add_argument(
+        "--fetch-mb-per-s",
+        type=_rate,
+        default=100.0,
+        metavar="X",
+        help="each broker's replica fetch throughput in MB/s (100, the emulation's default)",
+    )
+    q.add_argument(
+        "--throttle",
+        type=_positive,
+        metavar="BYTES_PER_S",
+        help="Kafka's replication throttle: caps each broker's fetch throughput",
+    )
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -142,6 +194,15 @@ def _options(args: argparse.Namespace) -> Any:
         return LeadersOptions()
     if q == "exposure":
         return ExposureOptions(args.seed)
+    if q == "execute":
+        return ExecuteOptions(
+            Path(args.plan),
+            args.max_moves_per_broker,
+            args.max_moves,
+            args.max_leader_moves,
+            args.fetch_mb_per_s,
+            args.throttle,
+        )
     return AuditOptions(Path(args.plan))
 
 
@@ -186,4 +247,6 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     answer = question_function(args.question)(spark, cluster, options)
     out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
     write_answer(out, answer, cluster.source)
+    if args.json:
+        return out, [json.dumps(answer.summary, indent=2, ensure_ascii=False)]
     return out, answer.lines

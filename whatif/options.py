@@ -56,3 +56,16 @@ class ExposureOptions:
 @dataclass(frozen=True)
 class AuditOptions:
     plan: Path
+
+
+@dataclass(frozen=True)
+class ExecuteOptions:
+    """``execute PLAN.json``: the movement caps (``max_moves`` None: no cluster-wide cap), each
+    broker's fetch throughput in MB/s and Kafka's replication throttle in bytes/s (None: none)."""
+
+    plan: Path
+    max_moves_per_broker: int = 5
+    max_moves: int | None = None
+    max_leader_moves: int = 1000
+    fetch_mb_per_s: float = 100.0
+    throttle: int | None = None

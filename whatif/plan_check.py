@@ -86,6 +86,11 @@ class Problem:
             "refused_by_kafka": self.refused_by_kafka,
         }
 
+    def line(self) -> str:
+        """One line for the terminal: severity, partition and field, message."""
+        where = f"{self.topic}-{self.partition} " if self.topic is not None else ""
+        return f"{self.severity}: {where}{self.field}: {self.message}"
+
 
 def _json_path(loc: Sequence[int | str]) -> str:
     out = ""

@@ -1,0 +1,223 @@
+"""``kce whatif execute PLAN.json``: a plan replayed in waves under caps, in virtual time.
+
+The end-to-end runs use ``execute-cluster.yaml`` (brokers 1-5; topic a's partitions 0, 1, 2 on
+brokers 1 and 2) and ``execute-plan.json``, which moves each partition's replica from broker 2 to
+broker 3, 4 and 5 in turn. ``execute-sizes.csv`` gives them 102.4, 51.2 and 25.6 MB (100,000,
+50,000 and 25,000 records of 1 KiB). At 100 MB/s a new replica copies them in 1.024, 0.512 and
+0.256 s; each completes when the replication model sees it catch up, within 1 ms after.
+
+* ``--max-moves-per-broker 1``: broker 2 takes part in every move, so they run one by one:
+  3 waves, 1.024 + 0.512 + 0.256 = 1.792 s.
+* the default caps: one wave; the new replicas are on three brokers, each copying at its own
+  100 MB/s, so the largest decides: 1.024 s.
+* ``--max-moves 2``: a-0 and a-1 first; a-2 starts when a-1 completes (0.512 s) and ends at
+  0.768 s, before a-0: 2 waves, 1.024 s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from spark_app.cli import main
+from tests.chromium import chromium, needs_chromium
+from whatif.execute_cluster import bytes_per_record, records_of
+from whatif.execute_waves import Caps, Move, WavePlanner
+
+DATA = Path(__file__).parent / "data" / "whatif"
+SOURCE = [
+    "--scenario",
+    str(DATA / "execute-cluster.yaml"),
+    "--sizes",
+    str(DATA / "execute-sizes.csv"),
+]
+SIZES = (102_400_000, 51_200_000, 25_600_000)
+FETCH = 100e6  # bytes/s
+
+
+def _copy_s(size: int) -> float:
+    return size / FETCH
+
+
+def _after(got: float, hand: float, waves: int = 1) -> bool:
+    """``got`` is ``hand`` or up to 1 ms later per wave (a completion is seen on the ms after)."""
+    return hand - 1e-9 <= got <= hand + 0.001 * waves + 1e-9
+
+
+# -- the wave planner (no Spark) -----------------------------------------------------------------
+
+
+def _plan_moves() -> list[Move]:
+    return [Move("a", p, (1, 2), (1, 3 + p), size) for p, size in enumerate(SIZES)]
+
+
+def test_one_move_per_broker_serialises_moves_sharing_a_broker() -> None:
+    planner = WavePlanner(_plan_moves(), Caps(per_broker=1))
+    waves = []
+    while not planner.done:
+        wave = planner.next_wave()
+        waves.append([m.partition for m in wave])
+        planner.finished([m.key for m in wave])
+    assert waves == [[0], [1], [2]]
+
+
+def test_a_freed_slot_takes_the_next_move_in_plan_order() -> None:
+    planner = WavePlanner(_plan_moves(), Caps(total=2))
+    assert [m.partition for m in planner.next_wave()] == [0, 1]
+    assert planner.next_wave() == []
+    planner.finished([("a", 1)])
+    assert [m.partition for m in planner.next_wave()] == [2]
+    assert planner.load() == (2, {2: 2, 3: 1, 5: 1}, 0)
+
+
+def test_a_move_of_a_reorder_occupies_no_broker_but_moves_a_leader() -> None:
+    reorder = Move("a", 0, (1, 2), (2, 1), 10)
+    assert reorder.brokers == frozenset() and reorder.moves_leader and reorder.copied_bytes == 0
+    planner = WavePlanner([reorder, Move("a", 1, (1, 2), (3, 2), 10)], Caps(leader=1))
+    assert [m.partition for m in planner.next_wave()] == [0]
+
+
+@st.composite
+def _moves_and_caps(draw: Any) -> tuple[list[Move], Caps, list[int]]:
+    brokers = list(range(6))
+    moves = []
+    for p in range(draw(st.integers(1, 25))):
+        rf = draw(st.integers(1, 3))
+        before = tuple(draw(st.permutations(brokers))[:rf])
+        after = tuple(draw(st.permutations(brokers))[: draw(st.integers(1, 3))])
+        moves.append(Move("t", p, before, after, draw(st.integers(0, 10**9))))
+    caps = Caps(
+        draw(st.integers(1, 4)), draw(st.none() | st.integers(1, 6)), draw(st.integers(1, 3))
+    )
+    # Which moves in flight complete at each step: indices into the in-flight list.
+    finishing = draw(st.lists(st.integers(0, 100), min_size=1, max_size=200))
+    return moves, caps, finishing
+
+
+@settings(max_examples=200, deadline=None)
+@given(_moves_and_caps())
+def test_caps_hold_in_every_wave_and_every_move_runs_once(
+    case: tuple[list[Move], Caps, list[int]],
+) -> None:
+    moves, caps, finishing = case
+    planner = WavePlanner(moves, caps)
+    started: Counter[tuple[str, int]] = Counter()
+    picks = iter(finishing)
+    for _ in range(10 * len(moves) + 10):
+        if planner.done:
+            break
+        wave = planner.next_wave()
+        started.update(m.key for m in wave)
+        flight = list(planner.in_flight.values())
+        assert flight, "nothing in flight while moves are pending: the planner stalled"
+        per_broker = Counter(b for m in flight for b in m.brokers)
+        assert max(per_broker.values(), default=0) <= caps.per_broker
+        assert caps.total is None or len(flight) <= caps.total
+        assert sum(m.moves_leader for m in flight) <= caps.leader
+        assert sum(m.moves_leader for m in wave) <= caps.leader
+        # One or more moves in flight complete (the executor waits for at least one).
+        index = next(picks, 0) % len(flight)
+        planner.finished([flight[index].key, *[m.key for m in flight[index + 1 :: 3]]])
+    assert planner.done
+    assert started == Counter(m.key for m in moves)
+
+
+def test_record_sizes_keep_record_counts_small() -> None:
+    assert bytes_per_record(102_400_000) == 1024
+    assert bytes_per_record(1 << 30) == 1024
+    assert bytes_per_record((1 << 30) + 1) == 2048
+    assert bytes_per_record(1 << 40) == 1 << 20
+    assert records_of(102_400_000, 1024) == 100_000
+    assert records_of(1, 1024) == 1 and records_of(0, 1024) == 0
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+
+def _execute(tmp_path: Path, name: str, *options: str) -> tuple[int, Path]:
+    out = tmp_path / name
+    plan = str(DATA / "execute-plan.json")
+    return main(["whatif", "execute", plan, *SOURCE, *options, "--out", str(out)]), out
+
+
+@pytest.fixture(scope="module")
+def serial(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rc, out = _execute(tmp_path_factory.mktemp("execute"), "serial", "--max-moves-per-broker", "1")
+    assert rc == 0
+    return out
+
+
+def test_one_move_per_broker_takes_the_sum_of_the_copy_times(serial: Path) -> None:
+    summary = json.loads((serial / "summary.json").read_text())
+    assert summary["question"] == "execute"
+    assert (summary["partitions_moved"], summary["bytes_moved"]) == (3, sum(SIZES))
+    assert (summary["waves"], summary["peak_concurrent_moves"]) == (3, 1)
+    hand = sum(_copy_s(b) for b in SIZES)  # 1.792 s
+    assert _after(summary["makespan_seconds"], hand, waves=3)
+    assert summary["peak_under_replicated_partitions"] == 1
+    assert summary["max_moves_per_broker"] == 1 and summary["max_leader_moves"] == 1000
+    starts = [w["started_s"] for w in summary["per_wave"]]
+    ends = [w["finished_s"] for w in summary["per_wave"]]
+    assert starts[0] == 0.0 and starts[1:] == ends[:-1]  # each wave when the last completed
+    assert [w["bytes"] for w in summary["per_wave"]] == list(SIZES)
+    lines = [json.loads(x) for x in (serial / "timeline.jsonl").read_text().splitlines()]
+    assert max(x["moves_in_flight"] for x in lines) == 1
+    assert lines[-1] == {
+        "t_s": summary["makespan_seconds"], "moves_in_flight": 0,
+        "under_replicated_partitions": 0, "completed": 3,
+    }  # fmt: skip
+
+
+def test_lifting_the_caps_runs_one_wave_and_finishes_sooner(
+    serial: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out = _execute(tmp_path, "open", "--json")
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert (summary["waves"], summary["peak_concurrent_moves"]) == (1, 3)
+    assert _after(summary["makespan_seconds"], _copy_s(SIZES[0]))
+    serial_makespan = json.loads((serial / "summary.json").read_text())["makespan_seconds"]
+    assert summary["makespan_seconds"] < serial_makespan
+    assert summary["peak_under_replicated_partitions"] == 3
+
+
+def test_a_cluster_wide_cap_starts_a_move_when_one_completes(tmp_path: Path) -> None:
+    rc, out = _execute(tmp_path, "two", "--max-moves", "2")
+    assert rc == 0
+    waves = json.loads((out / "summary.json").read_text())["per_wave"]
+    assert [w["partitions"] for w in waves] == [2, 1]
+    assert _after(waves[1]["started_s"], _copy_s(SIZES[1]))
+    assert _after(waves[1]["finished_s"], _copy_s(SIZES[1]) + _copy_s(SIZES[2]), waves=2)
+    assert _after(waves[0]["finished_s"], _copy_s(SIZES[0]))
+
+
+def test_a_plan_kafka_refuses_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.json"
+    entries = [{"topic": "a", "partition": 0, "replicas": [1, 9]}]
+    plan.write_text(json.dumps({"version": 1, "partitions": entries}))
+    out = tmp_path / "out"
+    rc = main(["whatif", "execute", str(plan), *SOURCE, "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "Kafka refuses this plan" in err
+    assert "error: a-0 replicas: unknown broker id(s) 9" in err  # the audit's line
+    assert not out.exists() and list(tmp_path.iterdir()) == [plan]
+
+
+@needs_chromium
+def test_the_report_shows_the_moves_over_time(serial: Path, tmp_path: Path) -> None:
+    dom = chromium(serial / "report.html", tmp_path / "profile", "--dump-dom").stdout
+    assert dom.count("<svg") == 1
+    for heading in ("Summary", "Moves over virtual time", "Waves"):
+        assert f"<h2>{heading}</h2>" in dom
+    assert "makespan_seconds" in dom

@@ -4,8 +4,10 @@ Three generated scenarios on one cluster (``--partitions`` over 1000-partition t
 ``--brokers`` brokers in 3 racks), each played by ``kce run`` in a process of its own on
 ``local[2]``, JVM start included:
 
-- ``busy``: every partition takes 1 record/s for the hour; five brokers pause for 10 s each
-  (at 5, 15, 25, 35 and 45 min) and one broker fetches 5x slower from 30 to 40 min;
+- ``busy``: every partition takes 1 record/s of 1 KiB for the hour; five brokers pause for 40 s
+  each (at 5, 15, 25, 35 and 45 min: past the 30 s lag and the 18 s session timeout, so their
+  followers leave the ISR and the controller moves their leadership) and one broker fetches 10x
+  slower from 30 to 40 min (below what its followers need);
 - ``idle-hour``: replication on, nothing happens for an hour;
 - ``idle-second``: the same for one second.
 
@@ -60,9 +62,9 @@ def scenario(name: str, partitions: int, brokers: int, until: str) -> dict[str, 
         ]
         for i, b in enumerate(PAUSED):
             at = f"{5 + 10 * i}m"
-            events.append({"at": at, "type": "broker_pause", "brokers": [b], "duration": "10s"})
+            events.append({"at": at, "type": "broker_pause", "brokers": [b], "duration": "40s"})
         events.append(
-            {"at": "30m", "type": "slow_broker", "brokers": [SLOW], "factor": 5.0,
+            {"at": "30m", "type": "slow_broker", "brokers": [SLOW], "factor": 10.0,
              "duration": "10m"}
         )  # fmt: skip
         doc["events"] = sorted(events, key=lambda e: _ms(e["at"]))

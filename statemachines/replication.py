@@ -50,6 +50,7 @@ from statemachines.columns import in_list
 LEADER_START = "leader_start"
 ACKED = "acked"
 LOST = "lost"
+MAX_COPY = 1e15  # records one step may copy: far past any log, far inside a long
 LAST_LEADER = "last_leader"  # who led before the partition went offline: whose records count
 
 
@@ -300,7 +301,10 @@ class Motion:
 
     def leo(self, k: int, at: Column) -> Column:
         start = F.lit(self.c.start_ms).cast("bigint")
-        copied = F.col(leo_col(k)) + F.floor(self.fetch_rate(k) * (at - start) / 1000)
+        # Capped: a caught-up follower's share is unbounded in effect, and the records it could
+        # copy over a long step must stay a long (the leader's LEO bounds them anyway).
+        reach = F.least(self.fetch_rate(k) * (at - start) / 1000, F.lit(MAX_COPY))
+        copied = F.col(leo_col(k)) + F.floor(reach)
         return (
             F.when(is_leader(k), self.leader_leo(at))
             .when(self.fetching(k), F.least(self.leader_leo(at), copied))

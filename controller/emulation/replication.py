@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 PROPAGATION_CHECK_MS = 2_500  # isr-change-propagation period (§12.4)
 PROPAGATION_LINGER_MS = 5_000  # no change for this long ...
 PROPAGATION_MAX_DELAY_MS = 60_000  # ... or this long since the last propagation
+# What a follower at the leader's end may copy while its broker keeps up: without bound in
+# effect, yet a copy over a year of virtual time stays far inside a long.
+KEEPS_UP_BYTES_PER_S = 1e12
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ class Replication:
             )
             demand, behind, followed = self._stats.get(b, (0.0, 0, 0))
             if demand <= capacity:  # followers at the end keep up; the rest share what is left
-                caught_share[b] = 1e18
+                caught_share[b] = KEEPS_UP_BYTES_PER_S
                 fetch_share[b] = (capacity - demand) / max(behind, 1)
             else:
                 caught_share[b] = fetch_share[b] = capacity / max(followed, 1)

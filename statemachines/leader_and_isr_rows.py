@@ -1,0 +1,244 @@
+"""What the brokers do with the controller's decisions and with their own logs, over plain rows:
+``statemachines.leader_and_isr`` value for value, plus the per-partition results the emulation
+reports (``Replication.partition_results`` and ``loss_totals``).
+
+Rows as in ``replication_rows``; ``decided`` rows hold the controller's columns in the
+replication layout (key, replica_k, isr_k, leader, leader_epoch, zk_version, controller_epoch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from statemachines import reference_replication as ref
+from statemachines import replication as r
+from statemachines import schemas as s
+from statemachines.replication_rows import (
+    Lineage,
+    Row,
+    assigned,
+    fresh,
+    in_isr,
+    is_follower,
+    is_leader,
+    isr_size,
+    leader_value,
+    least,
+    truncated,
+    width,
+)
+
+KEY = (s.TOPIC_INDEX, s.PARTITION)
+_DECIDED = (s.LEADER, s.LEADER_EPOCH, s.ZK_VERSION, s.CONTROLLER_EPOCH)
+
+
+def agreement(a: Lineage | None, a_leo: int | None, b: Lineage | None, b_leo: int | None) -> Any:
+    """The offset up to which two logs hold the same records: the least of both ends and of the
+    starts of the first run where their lineages differ (null parts skipped, as Spark's
+    ``least``). A missing lineage compares nothing (Spark's ``arrays_zip`` of a null is null)."""
+    ends = [a_leo, b_leo]
+    if a is not None and b is not None:
+        for i in range(max(len(a), len(b))):
+            x = a[i] if i < len(a) else None
+            y = b[i] if i < len(b) else None
+            if x != y:
+                ends += [None if x is None else x[1], None if y is None else y[1]]
+                break
+    return least(*ends)
+
+
+def receive(
+    rows: list[Row],
+    decided: list[Row],
+    restarted: frozenset[int],
+    use_epochs: bool,
+    now_ms: int,
+) -> list[Row]:
+    """The table after the brokers receive ``decided``: ``decided`` drives (partitions the
+    controller no longer has are gone; new ones start empty). ``restarted``: brokers that came
+    back since the last call (their replicas truncate)."""
+    old: dict[tuple[int, int], list[Row]] = {}
+    for row in rows:
+        old.setdefault((row[s.TOPIC_INDEX], row[s.PARTITION]), []).append(row)
+    out = []
+    for d in decided:
+        for o in old.get((d[s.TOPIC_INDEX], d[s.PARTITION]), [None]):  # a left join
+            out.append(_received(d, o, restarted, use_epochs, now_ms))
+    return out
+
+
+def _received(
+    d: Row, o: Row | None, restarted: frozenset[int], use_epochs: bool, now_ms: int
+) -> Row:
+    w, wo = width(d), (width(o) if o is not None else 0)
+
+    def prior(name: str) -> Any:
+        return None if o is None else o[name]
+
+    known = prior(s.LEADER_EPOCH) is not None
+    leader = d[s.LEADER]
+    led = leader != s.NO_LEADER
+    new_epoch = not known or d[s.LEADER_EPOCH] != prior(s.LEADER_EPOCH)
+    newer = new_epoch or d[s.ZK_VERSION] > prior(s.ZK_VERSION)
+    leader_changed = led and (not known or leader != prior(s.LEADER) or leader in restarted)
+    row: Row = {name: d[name] for name in KEY}
+    for k in range(w):
+        row[s.replica_col(k)] = d[s.replica_col(k)]
+    for k in range(w):
+        row[s.isr_col(k)] = d[s.isr_col(k)]
+    for name in _DECIDED:
+        row[name] = d[name]
+    # Each position takes the log of the same broker's old position, or starts empty. An empty
+    # slot matches an old empty slot too (EMPTY_SLOT == EMPTY_SLOT), as in the Spark join.
+    for k in range(w):
+        broker = d[s.replica_col(k)]
+        src = next((i for i in range(wo) if prior(s.replica_col(i)) == broker), None)
+        empty = fresh(k, now_ms)
+        for col in (*r.SLOT_LONGS, r.epochs_col):
+            row[col(k)] = empty[col(k)] if src is None else prior(col(src))
+    # The previous leader's log is the record of what producers were told.
+    last = prior(s.LEADER) if known and prior(s.LEADER) != s.NO_LEADER else prior(r.LAST_LEADER)
+    truth = next((k for k in range(w) if last is not None and row[s.replica_col(k)] == last), None)
+    truth_epochs = None if truth is None else row[r.epochs_col(truth)]
+    truth_leo = None if truth is None else row[r.leo_col(truth)]
+    leo_l = leader_value(row, w, r.leo_col, 0)
+    epochs_l = leader_value(row, w, r.epochs_col, [])
+    agreed = agreement(epochs_l, leo_l, truth_epochs, truth_leo)
+    kept = leo_l if agreed is None else agreed
+    acked = prior(r.ACKED) if prior(r.ACKED) is not None else 0
+    lost_before = prior(r.LOST) if prior(r.LOST) is not None else 0
+    row[r.LOST] = lost_before + (max(acked - kept, 0) if leader_changed else 0)
+    row[r.ACKED] = min(acked, kept) if leader_changed else acked
+    row[r.LAST_LEADER] = leader if led else (last if last is not None else s.NO_LEADER)
+    started = prior(r.LEADER_START) if prior(r.LEADER_START) is not None else 0
+    row[r.LEADER_START] = leo_l if led and new_epoch else started
+    # The new leader stamps its epoch at its LEO (KIP-279), before anything is written.
+    leader_epochs = assigned(epochs_l, d[s.LEADER_EPOCH], leo_l) if led and newer else epochs_l
+    for k in range(w):
+        follower = is_follower(row, k) and led
+        back = d[s.replica_col(k)] in restarted
+        leo, hw = row[r.leo_col(k)], row[r.hw_col(k)]
+        if is_leader(row, k):
+            row[r.epochs_col(k)] = leader_epochs
+        elif follower and (leader_changed or back):
+            epochs = row[r.epochs_col(k)]
+            to = ref.truncation_offset(
+                tuple(epochs), leo, hw, tuple(leader_epochs), leo_l, use_epochs
+            )
+            cut = min(to, leo_l, leo)
+            row[r.leo_col(k)] = cut
+            row[r.hw_col(k)] = min(hw, cut)
+            row[r.flushed_col(k)] = min(row[r.flushed_col(k)], cut)
+            row[r.epochs_col(k)] = truncated(epochs, cut)
+        # §12.1: a leader of a new epoch starts its followers' clocks afresh.
+        if follower and new_epoch:
+            row[r.caught_col(k)] = now_ms if in_isr(row, k, w) else 0
+            row[r.fetch_col(k)] = now_ms
+            row[r.fetch_leo_col(k)] = leo_l
+    # Where the brokers' own write is newer than the controller's view, they keep theirs: the
+    # version, the controller epoch and the ISR slots both widths have (Spark's quirk: a wider
+    # decided row keeps the controller's ISR in its extra slots).
+    if known and not newer:
+        assert o is not None
+        for name in (s.ZK_VERSION, s.CONTROLLER_EPOCH, *(s.isr_col(k) for k in range(min(w, wo)))):
+            row[name] = o[name]
+    return {name: row[name] for name in r.columns(w)}
+
+
+def append(
+    rows: list[Row],
+    where: Callable[[Row], bool],
+    records: int,
+    acked_now: bool,
+    min_isr: Callable[[Row], int],
+) -> list[Row]:
+    """A producer's burst of ``records`` to the leader of each partition ``where`` holds;
+    refused without a leader, and with acks=all (``acked_now`` false) where the ISR is below
+    ``min_isr``; acks=1 is acknowledged on append."""
+    out = []
+    for row in rows:
+        w = width(row)
+        ok = where(row) and row[s.LEADER] != s.NO_LEADER
+        if ok and not acked_now:
+            ok = isr_size(row, w) >= min_isr(row)
+        if not ok:
+            out.append(row)
+            continue
+        new = dict(row)
+        for k in range(w):
+            if is_leader(row, k):
+                leo = row[r.leo_col(k)]
+                new[r.leo_col(k)] = leo + records
+                new[r.epochs_col(k)] = assigned(row[r.epochs_col(k)], row[s.LEADER_EPOCH], leo)
+        if acked_now:
+            new[r.ACKED] = max(row[r.ACKED], leader_value(row, w, r.leo_col, 0) + records)
+        out.append(new)
+    return out
+
+
+def lose_unflushed(rows: list[Row], brokers: Iterable[int]) -> list[Row]:
+    """Power loss on ``brokers``: each of their logs keeps only what reached the disk."""
+    hit = set(brokers)
+    out = []
+    for row in rows:
+        new = dict(row)
+        for k in range(width(row)):
+            if row[s.replica_col(k)] in hit:
+                disk = row[r.flushed_col(k)]
+                new[r.leo_col(k)] = disk
+                new[r.hw_col(k)] = min(row[r.hw_col(k)], disk)
+                new[r.epochs_col(k)] = truncated(row[r.epochs_col(k)], disk)
+        out.append(new)
+    return out
+
+
+def divergent(row: Row) -> bool:
+    """Some replica holds, below both ends, records other than the leader's (or, while the
+    partition has no leader, its last leader's)."""
+    w = width(row)
+    reference = row[s.LEADER] if row[s.LEADER] != s.NO_LEADER else row[r.LAST_LEADER]
+    # As in Spark, with no last leader either the reference is EMPTY_SLOT, which an empty
+    # position holds: its (empty) log is then the one compared against.
+    is_ref = [row[s.replica_col(k)] == reference for k in range(w)]
+    at = next((k for k in range(w) if is_ref[k]), None)
+    ref_epochs = None if at is None else row[r.epochs_col(at)]
+    ref_leo = None if at is None else row[r.leo_col(at)]
+    for k in range(w):
+        if row[s.replica_col(k)] == s.EMPTY_SLOT or is_ref[k]:
+            continue
+        leo = row[r.leo_col(k)]
+        if agreement(row[r.epochs_col(k)], leo, ref_epochs, ref_leo) < least(leo, ref_leo):
+            return True
+    return False
+
+
+def partition_results(rows: list[Row], names: dict[int, str]) -> list[Row]:
+    """Per partition whose topic ``names`` has: its high watermark (None without a leader among
+    its replicas), each replica's LEO by broker id as a string, acknowledged records lost and
+    whether replicas diverge (``Replication.partition_results``)."""
+    out = []
+    for row in rows:
+        if row[s.TOPIC_INDEX] not in names:
+            continue  # an inner join with the names
+        w = width(row)
+        out.append(
+            {
+                s.TOPIC: names[row[s.TOPIC_INDEX]],
+                s.PARTITION: row[s.PARTITION],
+                "high_watermark": leader_value(row, w, r.hw_col, None),
+                "log_end_offsets": {
+                    str(row[s.replica_col(k)]): row[r.leo_col(k)]
+                    for k in range(w)
+                    if row[s.replica_col(k)] != s.EMPTY_SLOT
+                },
+                "acked_records_lost": row[r.LOST],
+                "diverged": divergent(row),
+            }
+        )
+    return out
+
+
+def loss_totals(rows: list[Row]) -> tuple[int, int]:
+    """Acknowledged records lost and divergent partitions, over the whole table."""
+    return sum(row[r.LOST] for row in rows), sum(1 for row in rows if divergent(row))

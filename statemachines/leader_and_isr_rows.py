@@ -18,6 +18,7 @@ from statemachines.replication_rows import (
     Lineage,
     Row,
     assigned,
+    fresh,
     in_isr,
     is_follower,
     is_leader,
@@ -30,19 +31,6 @@ from statemachines.replication_rows import (
 
 KEY = (s.TOPIC_INDEX, s.PARTITION)
 _DECIDED = (s.LEADER, s.LEADER_EPOCH, s.ZK_VERSION, s.CONTROLLER_EPOCH)
-
-
-def fresh(k: int, now_ms: int) -> Row:
-    """An empty log on position k (``leader_and_isr.fresh``)."""
-    return {
-        r.leo_col(k): 0,
-        r.hw_col(k): 0,
-        r.caught_col(k): 0,
-        r.fetch_col(k): now_ms,
-        r.fetch_leo_col(k): 0,
-        r.flushed_col(k): 0,
-        r.epochs_col(k): [],
-    }
 
 
 def agreement(a: Lineage | None, a_leo: int | None, b: Lineage | None, b_leo: int | None) -> Any:

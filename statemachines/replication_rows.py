@@ -115,6 +115,19 @@ def min_isr_of(c: r.Conditions, row: Row) -> int:
     return max(int(c.min_isr.get(row[s.TOPIC_INDEX], 0)), 1)
 
 
+def fresh(k: int, now_ms: int) -> Row:
+    """An empty log on position k (``leader_and_isr.fresh``)."""
+    return {
+        r.leo_col(k): 0,
+        r.hw_col(k): 0,
+        r.caught_col(k): 0,
+        r.fetch_col(k): now_ms,
+        r.fetch_leo_col(k): 0,
+        r.flushed_col(k): 0,
+        r.epochs_col(k): [],
+    }
+
+
 # -- the closed forms between two steps ----------------------------------------------------------
 
 

@@ -162,7 +162,7 @@ def outlook(
             first = _tick_after(starts, period, leader, checked)
             growth = m.rate - F.when(m.fetching(k), m.fetch_rate(k)).otherwise(0.0)
             short = F.lit(rule.max_messages + 2) - m.lag(k, first)
-            crossing = first + F.ceil(short * 1000 / growth)
+            crossing = first + F.ceil(F.least(short * 1000 / growth, F.lit(r.MAX_COPY)))
             slow = F.when(m.lag(k, first) > rule.max_messages, first).when(
                 growth > 0, _tick_after(starts, period, leader, crossing - 1)
             )
@@ -177,10 +177,9 @@ def outlook(
         # its broker's throughput is shared anew (the shares are fixed between steps).
         gain = m.fetch_rate(k) - m.rate
         behind_now = m.lag(k, t0)
-        reach = t0 + F.ceil((behind_now + 2) * 1000 / gain)
-        candidates.append(
-            F.when(m.fetching(k) & (behind_now > 0) & (gain > 0), reach)
-        )
+        # Capped as copies are: a gain near 0 puts the time past any run, inside a long.
+        reach = t0 + F.ceil(F.least((behind_now + 2) * 1000 / gain, F.lit(r.MAX_COPY)))
+        candidates.append(F.when(m.fetching(k) & (behind_now > 0) & (gain > 0), reach))
     next_ms = F.least(*[F.when(x > t0, x) for x in candidates])
     size = r.isr_size(w)
     replicas = sum(((x != s.EMPTY_SLOT).cast("int") for x in r.replicas(w)), F.lit(0))

@@ -24,6 +24,7 @@ from statemachines.replication_rows import (
     isr_members,
     isr_size,
     leader_value,
+    least,
     maybe_increment_hw,
     min_isr_of,
     width,
@@ -146,7 +147,7 @@ def _next_change(
                     candidates.append(first)
                 elif growth > 0:
                     short = rule.max_messages + 2 - behind
-                    crossing = first + ceil_of(divided(short * 1000, growth))
+                    crossing = first + ceil_of(least(divided(short * 1000, growth), r.MAX_COPY))
                     candidates.append(_tick_after(starts, period, leader, crossing - 1))
         elif member:
             after = max(row[r.caught_col(k)] + rule.lag_ms, checked)
@@ -159,7 +160,8 @@ def _next_change(
             gain = m.rates[k] - m.rate
             behind_now = m.lag(k, t0)
             if behind_now > 0 and gain > 0:
-                candidates.append(t0 + ceil_of(divided((behind_now + 2) * 1000, gain)))
+                wait = least(divided((behind_now + 2) * 1000, gain), r.MAX_COPY)
+                candidates.append(t0 + ceil_of(wait))
     return min((x for x in candidates if x > t0), default=None)
 
 

@@ -7,9 +7,8 @@ function returns new rows and leaves its input as it was (unchanged rows may be 
 
 The arithmetic is Spark's: ``/`` divides as doubles, ``floor`` and ``ceil`` of a double give an
 integer, ``least`` and ``greatest`` skip nulls (None). One deliberate difference: Python's
-integers do not overflow. Spark's ANSI arithmetic fails the query where a closed form leaves the
-long range (``floor`` of a copy that a caught-up follower's 1e18 bytes/s share makes over a long
-step); here the closed form keeps its value, which ``least`` then bounds by the leader's LEO.
+integers do not overflow, where Spark's ANSI arithmetic fails the query; the closed forms stay
+inside the long range (one step's copy is capped at ``replication.MAX_COPY`` records).
 """
 
 from __future__ import annotations
@@ -175,7 +174,8 @@ class Motion:
             return self.leader_leo(at)
         own = self.row[r.leo_col(k)]
         if self.fetching[k]:
-            copied = own + floor_of(divided(self.rates[k] * (at - self.c.start_ms), 1000))
+            reach = least(divided(self.rates[k] * (at - self.c.start_ms), 1000), r.MAX_COPY)
+            copied = own + floor_of(reach)
             return min(self.leader_leo(at), copied)
         return own
 

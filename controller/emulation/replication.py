@@ -368,8 +368,9 @@ class Replication:
             c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1)
         )
         n = self.totals
-        gauges = Snapshot(
-            self.now, row[ie.URP], row[ie.UNDER_MIN], row[ie.AT_MIN], row[ie.OFFLINE],
+        count = {k: int(row[k] or 0) for k in (ie.URP, ie.UNDER_MIN, ie.AT_MIN, ie.OFFLINE)}
+        gauges = Snapshot(  # an empty table (every topic deleted) sums to null: 0
+            self.now, count[ie.URP], count[ie.UNDER_MIN], count[ie.AT_MIN], count[ie.OFFLINE],
             n.isr_shrinks, n.isr_expands, n.failed_isr_updates, n.isr_change_notifications,
         )  # fmt: skip
         if self._gauges is None or _counts(gauges) != _counts(self._gauges):

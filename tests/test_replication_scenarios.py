@@ -133,6 +133,32 @@ def test_a_reassignment_completes_when_the_new_replica_has_copied_the_log(
     assert summary["isr_expands"] == 1 and summary["acked_records_lost"] == 0
 
 
+def test_a_slow_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_up(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    summary, (p,), brokers, _ = _play(spark, "slow-follower", tmp_path)
+    # Behind from 10 s: out at the 45 s check. 60 s at 488 of 1000 records/s leaves 30,703
+    # records to copy at the 953 records/s it has to spare once at speed: back at ~102.2 s.
+    assert [(b["virtual_time_ms"], b["UnderReplicatedPartitions"]) for b in brokers] == [
+        (0, 0),
+        (45_000, 1),
+        (102_217, 0),
+    ]
+    assert summary["isr_shrinks"] == summary["isr_expands"] == 1
+    assert p["isr"] == [1, 2] and p["log_end_offsets"] == {"1": 120_000, "2": 120_000}
+
+
+def test_a_broker_cut_off_from_zookeeper_loses_its_session_and_its_fetches_restore_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    summary, (p,), _, events = _play(spark, "zookeeper-partition", tmp_path)
+    assert _at(events, "BrokerChange") == [28_000, 40_000]  # expired, registered again
+    assert _at(events, "AlterIsrReceived") == [28_000]  # the leader adds it back at once
+    assert summary["isr_shrinks"] == 0 and summary["isr_expands"] == 1
+    # Broker 2's 5 s cut from the other brokers changes nothing.
+    assert p["isr"] == [1, 2, 3] and set(p["log_end_offsets"].values()) == {9_000}
+
+
 def test_spark_tables_give_the_driver_rows_results(spark: SparkSession, tmp_path: Path) -> None:
     """The same run with the replication table (and the controller's) in Spark."""
     path = SCENARIOS / "kip101-divergence.yaml"

@@ -69,7 +69,7 @@ def isr_updates(
     leader = F.col(s.LEADER)
     leader_leo = r.leader_value(w, r.leo_col, F.lit(0).cast("bigint"))
     hw = r.leader_value(w, r.hw_col, F.lit(0).cast("bigint"))
-    checks = r._member(leader, ticking)
+    checks = r.member(leader, ticking)
     out = [
         checks & r.in_isr(k, w) & r.is_follower(k) & _out_of_sync(k, rule, now, leader_leo)
         for k in range(w)
@@ -81,11 +81,20 @@ def isr_updates(
         & (F.col(r.leo_col(k)) >= F.col(r.LEADER_START))
         for k in range(w)
     ]
+    # Each flag once, as a column: the ISR compaction below reads every flag in every slot, and
+    # inlined there the rules would pass the JVM's 64 KB method limit.
+    table = table.withColumns(
+        {**{f"_out_{k}": out[k] for k in range(w)}, **{f"_join_{k}": joins[k] for k in range(w)}}
+    )
+    out = [F.col(f"_out_{k}") for k in range(w)]
+    joins = [F.col(f"_join_{k}") for k in range(w)]
     keep = [
         (member != s.EMPTY_SLOT)
         & ~any_of([(F.col(s.replica_col(k)) == member) & out[k] for k in range(w)])
         for member in r.isr(w)
     ]
+    table = table.withColumns({f"_keep_{j}": keep[j] for j in range(w)})
+    keep = [F.col(f"_keep_{j}") for j in range(w)]
     slots = compact([*r.isr(w), *r.replicas(w)], [*keep, *joins])[:w]
     new_isr = F.filter(F.array(*slots), lambda b: b != s.EMPTY_SLOT)
     shrunk = sum((o.cast("int") for o in out), F.lit(0))
@@ -150,7 +159,14 @@ def outlook(
     t0 = F.lit(c.start_ms).cast("bigint")
     checked = F.lit(checked_ms).cast("bigint")
     period = rule.period_ms
-    runs = r._member(leader, checking) & (leader != s.NO_LEADER)
+    runs = r.member(leader, checking) & (leader != s.NO_LEADER)
+    if rule.count_rule:
+        # The leader's next run and each follower's lag then, once, as columns: the crossing
+        # time reads them several times per position.
+        first = _tick_after(starts, period, leader, checked)
+        table = table.withColumn("_first", first)
+        first = F.col("_first")
+        table = table.withColumns({f"_lag_first_{k}": m.lag(k, first) for k in range(w)})
     candidates: list[Column] = []
     for k in range(w):
         member = r.in_isr(k, w) & r.is_follower(k) & runs
@@ -159,11 +175,11 @@ def outlook(
                 starts, period, leader, F.greatest(F.col(r.fetch_col(k)) + rule.lag_ms, checked)
             )
             candidates.append(F.when(member & ~m.fetching(k), stuck))
-            first = _tick_after(starts, period, leader, checked)
             growth = m.rate - F.when(m.fetching(k), m.fetch_rate(k)).otherwise(0.0)
-            short = F.lit(rule.max_messages + 2) - m.lag(k, first)
+            lag_first = F.col(f"_lag_first_{k}")
+            short = F.lit(rule.max_messages + 2) - lag_first
             crossing = first + F.ceil(F.least(short * 1000 / growth, F.lit(r.MAX_COPY)))
-            slow = F.when(m.lag(k, first) > rule.max_messages, first).when(
+            slow = F.when(lag_first > rule.max_messages, first).when(
                 growth > 0, _tick_after(starts, period, leader, crossing - 1)
             )
             candidates.append(F.when(member & m.producing, slow))

@@ -75,15 +75,12 @@ def receive(
     j = decided.join(old, list(KEY), "left")
     o = lambda name: F.col(_OLD + name)  # noqa: E731
     known = o(s.LEADER_EPOCH).isNotNull()
-    back = [
-        F.col(s.replica_col(k)).isin(sorted(restarted)) if restarted else F.lit(False)
-        for k in range(w)
-    ]
+    back = [r.member(F.col(s.replica_col(k)), restarted) for k in range(w)]
     new_epoch = ~known | (F.col(s.LEADER_EPOCH) != o(s.LEADER_EPOCH))
     newer = new_epoch | (F.col(s.ZK_VERSION) > o(s.ZK_VERSION))
     leader = F.col(s.LEADER)
     led = leader != s.NO_LEADER
-    leader_back = r._member(leader, restarted)
+    leader_back = r.member(leader, restarted)
     leader_changed = led & (~known | (leader != o(s.LEADER)) | leader_back)
     # Each position takes the log of the same broker's old position, or starts empty.
     moved: dict[str, Column] = {}
@@ -121,6 +118,9 @@ def receive(
     j = materialize(j)
     known, new_epoch, newer = F.col("_known"), F.col("_new_epoch"), F.col("_newer")
     leader_changed = F.col("_leader_changed")
+    # The leader's LEO and lineage once, as columns: every position's truncation reads them.
+    j = j.withColumns({"_leo_l": leo_l, "_epochs_l": epochs_l})
+    leo_l, epochs_l = F.col("_leo_l"), F.col("_epochs_l")
     # The new leader stamps its epoch at its LEO (KIP-279), before anything is written.
     leader_epochs = F.when(
         led & newer, epochs.assign(epochs_l, F.col(s.LEADER_EPOCH), leo_l)
@@ -147,13 +147,18 @@ def receive(
             ),
         ),
     )
+    flags: dict[str, Column] = {}
+    for k in range(w):
+        follower = r.is_follower(k) & led
+        up = F.lit(True) if running is None else r.member(F.col(s.replica_col(k)), running)
+        flags[f"_truncates_{k}"] = follower & up & (leader_changed | back[k])
+        flags[f"_cut_{k}"] = F.least(F.get(F.col("_cuts"), k), leo_l, F.col(r.leo_col(k)))
+    j = j.withColumns(flags)
     updates: dict[str, Column] = {}
     for k in range(w):
         leo, hw = F.col(r.leo_col(k)), F.col(r.hw_col(k))
         follower = r.is_follower(k) & led
-        up = F.lit(True) if running is None else r._member(F.col(s.replica_col(k)), running)
-        truncates = follower & up & (leader_changed | back[k])
-        cut = F.least(F.get(F.col("_cuts"), k), leo_l, leo)
+        truncates, cut = F.col(f"_truncates_{k}"), F.col(f"_cut_{k}")
         updates[r.leo_col(k)] = F.when(truncates, cut).otherwise(leo)
         updates[r.hw_col(k)] = F.when(truncates, F.least(hw, cut)).otherwise(hw)
         updates[r.flushed_col(k)] = F.when(
@@ -214,7 +219,7 @@ def lose_unflushed(table: DataFrame, brokers: Sequence[int]) -> DataFrame:
     w = s.width(table)
     updates: dict[str, Column] = {}
     for k in range(w):
-        hit = F.col(s.replica_col(k)).isin(list(brokers))
+        hit = r.member(F.col(s.replica_col(k)), frozenset(brokers))
         disk = F.col(r.flushed_col(k))
         updates[r.leo_col(k)] = F.when(hit, disk).otherwise(F.col(r.leo_col(k)))
         updates[r.hw_col(k)] = F.when(hit, F.least(F.col(r.hw_col(k)), disk)).otherwise(

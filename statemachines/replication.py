@@ -45,7 +45,7 @@ from pyspark.sql.types import LongType
 
 from statemachines import replication_epochs as epochs
 from statemachines import schemas as s
-from statemachines.columns import in_list
+from statemachines.columns import in_list, literal_array
 
 LEADER_START = "leader_start"
 ACKED = "acked"
@@ -147,8 +147,12 @@ def _lookup(values: Mapping[int, float] | Mapping[int, int], kind: str, key: Col
     return F.coalesce(F.element_at(_map(values, kind), key), F.lit(0).cast(kind))
 
 
-def _member(broker: Column, brokers: frozenset[int]) -> Column:
-    return broker.isin(sorted(brokers)) if brokers else F.lit(False)
+def member(broker: Column, brokers: frozenset[int]) -> Column:
+    # An array literal is one reference in the generated code; ``isin`` of a hundred brokers
+    # is a hundred-case switch at every use, which pushed the plans past 64 KB.
+    if not brokers:
+        return F.lit(False)
+    return F.array_contains(literal_array(sorted(brokers)), broker)
 
 
 def pick(cases: Sequence[tuple[Column, Column]], default: Column) -> Column:
@@ -238,7 +242,7 @@ class Motion:
         c, topic, leader = self.c, F.col(s.TOPIC_INDEX), F.col(s.LEADER)
         producing = (
             (leader != s.NO_LEADER)
-            & _member(leader, c.serving)
+            & member(leader, c.serving)
             & (isr_size(self.w) >= min_isr_of(c))
         )
         cols: dict[str, Column] = {
@@ -252,8 +256,8 @@ class Motion:
             cols[_fetching_col(k)] = (
                 is_follower(k)
                 & (leader != s.NO_LEADER)
-                & _member(broker, c.fetching)
-                & _member(leader, c.serving)
+                & member(broker, c.fetching)
+                & member(leader, c.serving)
             )
             at_end = F.col(leo_col(k)) >= F.col(_LEADER_LEO)
             share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(
@@ -318,7 +322,7 @@ class Motion:
         ]
         current = leader_value(self.w, hw_col, F.lit(0).cast("bigint"))
         moved = F.greatest(current, F.least(*ends))
-        return F.when(_member(F.col(s.LEADER), self.c.serving), moved).otherwise(current)
+        return F.when(member(F.col(s.LEADER), self.c.serving), moved).otherwise(current)
 
     def lag(self, k: int, at: Column) -> Column:
         return self.leader_leo(at) - self.leo(k, at)

@@ -156,7 +156,7 @@ class SparkLogs:
         where = F.col(s.TOPIC_INDEX).isin(list(topics)) if topics else F.lit(False)
         if partition is not None:
             where = where & (F.col(s.PARTITION) == partition)
-        where = where & (F.col(s.LEADER).isin(sorted(serving)) if serving else F.lit(False))
+        where = where & r.member(F.col(s.LEADER), serving)
         self._swap(lai.append(self._current(), where, records, acked_now, r.min_isr_of(c)))
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:

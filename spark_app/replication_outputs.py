@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.emulation.replication import Replication, ReplicationSettings, Snapshot
+from controller.emulation.replication import Replication
+from controller.emulation.replication_records import ReplicationSettings, Snapshot
 from spark_app.scenario import Scenario
 from statemachines.isr_expiration import IsrRule
 

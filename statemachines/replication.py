@@ -28,9 +28,8 @@ closed form: the leader's LEO grows with its topic's produce rate, a fetching fo
 its share of its broker's fetch throughput and never passes the leader. ``advance`` jumps from
 one step to the next, so an idle hour costs one step.
 
-Followers fetch continuously: a fetching follower that has reached the leader's LEO is caught up
-now (the second branch of §12.1, which credits a follower one fetch behind, is not needed), and it
-learns the leader's high watermark as it was one ``replica.fetch.wait.max.ms`` earlier.
+Followers fetch continuously: one at the leader's LEO is caught up now (§12.1's second branch is
+not needed); it learns the leader's HW as it was one ``replica.fetch.wait.max.ms`` earlier.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
 
 from statemachines import replication_epochs as epochs
 from statemachines import schemas as s
@@ -392,7 +390,7 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
             F.when(is_leader(k) & (produced > 0), appended)
             .when(
                 fetching & (leo1 > leo0),
-                copy_lineage(F.col(epochs_col(k)), leader_epochs, leo0, leo1),
+                epochs.copy_lineage(F.col(epochs_col(k)), leader_epochs, leo0, leo1),
             )
             .otherwise(F.col(epochs_col(k)))
         )
@@ -400,63 +398,3 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
         F.col(ACKED)
     )
     return m.done(replace(table, {**updates, ACKED: acked}))
-
-
-def copy_lineage(follower: Column, leader: Column, start: Column, end: Column) -> Column:
-    """The follower's lineage after copying the leader's records ``[start, end)``: each leader
-    run that overlaps the range is assigned from where the copy enters it (§13.1: followers
-    take the epochs of the batches they fetch)."""
-    sentinel = F.struct(
-        F.lit(-1).alias("epoch"), F.lit(None).cast(LongType()).alias("start_offset")
-    )
-    nexts = F.concat(F.slice(leader, 2, 1 << 30), F.array(sentinel))
-    runs = F.zip_with(leader, nexts, lambda a, b: F.struct(a.alias("run"), b.alias("next")))
-    overlapping = F.filter(
-        runs,
-        lambda r: (
-            (r["run"]["start_offset"] < end)
-            & (r["next"]["start_offset"].isNull() | (r["next"]["start_offset"] > start))
-        ),
-    )
-    return F.aggregate(
-        overlapping,
-        follower,
-        lambda acc, r: epochs.assign(
-            acc, r["run"]["epoch"], F.greatest(r["run"]["start_offset"], start)
-        ),
-    )
-
-
-BROKER_DEMAND = "demand"
-BROKER_BEHIND = "behind"
-BROKER_FOLLOWED = "followed"
-
-
-def fetch_stats(table: DataFrame, c: Conditions) -> DataFrame:
-    """Per broker: the bytes/s its followers at the leader's end need, how many followers are
-    behind, and how many it follows, under ``c`` (one row per broker that follows anything)."""
-    w = s.width(table)
-    m = Motion(c, w)
-    table = m.prepare(table)
-    leader_leo = F.col(_LEADER_LEO)
-    rate = m.rate
-    size = _lookup(c.bytes_per_record, "int", F.col(s.TOPIC_INDEX))
-    slots = F.array(
-        *[
-            F.struct(
-                F.col(s.replica_col(k)).alias("b"),
-                (F.col(leo_col(k)) >= leader_leo).alias("end"),
-            )
-            for k in range(w)
-        ]
-    )
-    fetchers = F.filter(
-        F.array(*[F.when(m.fetching(k), F.get(slots, k)) for k in range(w)]),
-        lambda x: x.isNotNull(),
-    )
-    rows = table.select(F.explode(fetchers).alias("f"), (rate * size).alias("_need"))
-    return rows.groupBy(F.col("f.b").alias(s.BROKER)).agg(
-        F.sum(F.when(F.col("f.end"), F.col("_need")).otherwise(0.0)).alias(BROKER_DEMAND),
-        F.sum((~F.col("f.end")).cast("long")).alias(BROKER_BEHIND),
-        F.count(F.lit(1)).alias(BROKER_FOLLOWED),
-    )

@@ -200,3 +200,26 @@ def truncation_offset(
     if isinstance(use_epochs, bool):
         return looped if use_epochs else fetch_offset
     return F.when(use_epochs, looped).otherwise(fetch_offset)
+
+
+def copy_lineage(follower: Column, leader: Column, start: Column, end: Column) -> Column:
+    """The follower's lineage after copying the leader's records ``[start, end)``: each leader
+    run that overlaps the range is assigned from where the copy enters it (§13.1: followers
+    take the epochs of the batches they fetch)."""
+    sentinel = F.struct(
+        F.lit(-1).alias("epoch"), F.lit(None).cast(LongType()).alias("start_offset")
+    )
+    nexts = F.concat(F.slice(leader, 2, 1 << 30), F.array(sentinel))
+    runs = F.zip_with(leader, nexts, lambda a, b: F.struct(a.alias("run"), b.alias("next")))
+    overlapping = F.filter(
+        runs,
+        lambda r: (
+            (r["run"]["start_offset"] < end)
+            & (r["next"]["start_offset"].isNull() | (r["next"]["start_offset"] > start))
+        ),
+    )
+    return F.aggregate(
+        overlapping,
+        follower,
+        lambda acc, r: assign(acc, r["run"]["epoch"], F.greatest(r["run"]["start_offset"], start)),
+    )

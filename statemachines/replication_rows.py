@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statemachines import fetch_shares as fs
 from statemachines import reference_replication as ref
 from statemachines import replication as r
 from statemachines import schemas as s
@@ -293,6 +294,6 @@ def fetch_stats(rows: list[Row], c: r.Conditions) -> list[Row]:
             entry[1] += 0 if at_end else 1
             entry[2] += 1
     return [
-        {s.BROKER: b, r.BROKER_DEMAND: d, r.BROKER_BEHIND: n, r.BROKER_FOLLOWED: f}
+        {s.BROKER: b, fs.BROKER_DEMAND: d, fs.BROKER_BEHIND: n, fs.BROKER_FOLLOWED: f}
         for b, (d, n, f) in sorted(stats.items())
     ]

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.emulation.replica_logs import WRITTEN_SCHEMA, empty_frame
+from statemachines import fetch_shares as fs
 from statemachines import isr_expiration as ie
 from statemachines import leader_and_isr as lai
 from statemachines import replication as r
@@ -66,7 +67,7 @@ def test_every_step_of_the_replication_table_is_generated_code(
     plans = {
         "receive": lai.receive(table, decided, frozenset([2]), True, 100, brokers, materialize),
         "advance": r.advance(table, c, 1_000),
-        "fetch_stats": r.fetch_stats(table, c),
+        "fetch_stats": fs.fetch_stats(table, c),
         "isr_updates": ie.isr_updates(table, c, rule, frozenset([1]), 1_000),
         "outlook": ie.outlook(table, c, rule, brokers, dict.fromkeys(BROKERS, 0), 0),
         "with_isr": ie.with_isr(table, written),

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
 
 from controller.emulation.replica_logs import SparkLogs
+from statemachines import fetch_shares as fs
 from statemachines import isr_expiration as ie
 from statemachines import isr_expiration_rows as ier
 from statemachines import leader_and_isr as lai
@@ -501,7 +502,7 @@ def _spark_side(
     assert results is not None
     return {
         "advance": r.advance(df, c, case.end_ms),
-        "fetch_stats": r.fetch_stats(df, c),
+        "fetch_stats": fs.fetch_stats(df, c),
         "isr_updates": ie.isr_updates(df, c, case.rule, case.ticking, case.now_ms),
         "with_isr": ie.with_isr(df, local_frame(spark, written, _WRITTEN)),
         "outlook": ie.outlook(df, c, case.rule, case.checking, case.starts, case.checked_ms),
@@ -550,8 +551,8 @@ def _compare(tag: str, spark_rows: list[Row], rows: list[Row]) -> None:
     assert [_key(x) for x in got] == [_key(x) for x in want], tag
     for a, b in zip(got, want, strict=True):
         if tag == "fetch_stats":  # a sum of doubles, in Spark's order
-            assert math.isclose(a.pop(r.BROKER_DEMAND), b[r.BROKER_DEMAND], rel_tol=1e-12)
-            b = {k: v for k, v in b.items() if k != r.BROKER_DEMAND}
+            assert math.isclose(a.pop(fs.BROKER_DEMAND), b[fs.BROKER_DEMAND], rel_tol=1e-12)
+            b = {k: v for k, v in b.items() if k != fs.BROKER_DEMAND}
         assert set(a) == set(b), (tag, set(a) ^ set(b))
         diff = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
         assert not diff, (tag, _key(a), diff)

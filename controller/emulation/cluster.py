@@ -7,12 +7,11 @@ broker's session, so its ephemeral ``/brokers/ids/<id>`` (and ``/controller``, i
 vanish and the watches fire exactly as on a real ensemble. ``drain`` delivers watches and runs
 every controller's queue until nothing is left, deterministically, on the calling thread.
 
-Followers catch up: when a committed generation has live followers outside the ISR
-(``Gauges.lagging_followers``), their leaders add them back ``catch_up_ms`` later through the
-normal ISR-change path — an AlterIsr request per leader (IBP >= 2.7-IV2), or the leader's own
-state-znode write plus ``/isr_change_notification`` (older IBPs). A follower that starts lagging
-while a catch-up is pending rejoins with that catch-up; ``catch_up_ms`` 0 is exact and a value
-past the end of the run keeps lagging replicas out of the ISR.
+With ``model_replication`` the brokers' logs decide the ISR (``replication``). Without it,
+followers outside the ISR (``Gauges.lagging_followers``) are added back ``catch_up_ms`` later
+through the normal ISR-change path: AlterIsr (IBP >= 2.7-IV2), or the leader's own state-znode
+write plus ``/isr_change_notification``; ``catch_up_ms`` 0 is exact, and a value past the end
+of the run keeps them out.
 """
 
 from __future__ import annotations
@@ -29,7 +28,8 @@ from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.gauges import lagging_positions
 from controller.commit.state_change_store import EventStateChangeLog
 from controller.context import ControllerContext
-from controller.emulation.replication import Replication, ReplicationSettings
+from controller.emulation.replication import Replication
+from controller.emulation.replication_records import ReplicationSettings
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.kafka_controller import KafkaController

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.commit.checkpoint import local_checkpoint, release
+from statemachines import fetch_shares as fs
 from statemachines import isr_expiration as ie
 from statemachines import isr_expiration_rows as isr_rows
 from statemachines import leader_and_isr as lai
@@ -97,8 +98,8 @@ class SparkLogs:
 
     def fetch_stats(self, c: r.Conditions) -> Stats:
         return {
-            x[s.BROKER]: (x[r.BROKER_DEMAND], x[r.BROKER_BEHIND], x[r.BROKER_FOLLOWED])
-            for x in r.fetch_stats(self._current(), c).collect()
+            x[s.BROKER]: (x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED])
+            for x in fs.fetch_stats(self._current(), c).collect()
         }
 
     def isr_updates(
@@ -218,7 +219,7 @@ class RowLogs:
 
     def fetch_stats(self, c: r.Conditions) -> Stats:
         return {
-            x[s.BROKER]: (x[r.BROKER_DEMAND], x[r.BROKER_BEHIND], x[r.BROKER_FOLLOWED])
+            x[s.BROKER]: (x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED])
             for x in rows_rules.fetch_stats(self._current(), c)
         }
 

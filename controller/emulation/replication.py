@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from controller.emulation.isr_propagation import next_propagation, propagating
 from controller.emulation.replica_logs import ReplicaLogs, RowLogs, SparkLogs
+from controller.emulation.replication_records import (
+    BrokerActivity,
+    ReplicationSettings,
+    ReplicationTotals,
+    Snapshot,
+    counts,
+)
 from controller.events import controller_events as ev
 from controller.zk import admin_zk_client as admin
 from controller.zk.protocol import ZkClient
@@ -35,67 +42,9 @@ from statemachines.compact_rows import CompactRow
 
 log = logging.getLogger(__name__)
 
-PROPAGATION_CHECK_MS = 2_500  # isr-change-propagation period (§12.4)
-PROPAGATION_LINGER_MS = 5_000  # no change for this long ...
-PROPAGATION_MAX_DELAY_MS = 60_000  # ... or this long since the last propagation
 # What a follower at the leader's end may copy while its broker keeps up: without bound in
 # effect, yet a copy over a year of virtual time stays far inside a long.
 KEEPS_UP_BYTES_PER_S = 1e12
-
-
-@dataclass(frozen=True)
-class ReplicationSettings:
-    """Kafka's keys and the emulation's knobs the brokers' side reads."""
-
-    rule: ie.IsrRule
-    alter_isr: bool  # inter.broker.protocol.version >= 2.7-IV2
-    use_epochs: bool  # log.message.format.version >= 0.11 (epochs in the log)
-    fetch_bytes_per_s: float
-    fetch_wait_ms: int = 500
-    flush_periods_ms: tuple[int, ...] = (30_000,)
-    flush_messages: int | None = None
-    session_timeout_ms: int = 18_000
-    min_isr: int = 1
-    driver_rows: int = 10_000  # a table of at most this many partitions stays on the driver
-
-
-@dataclass
-class BrokerActivity:
-    """What one broker is doing, as far as replication goes (times are virtual ms)."""
-
-    started_ms: int = 0  # its periodic tasks run from here
-    paused_until: int = -1
-    stopped_until: int = -1  # fetchers stopped
-    slow_until: int = -1
-    slow_factor: float = 1.0
-    cut_off_until: int = -1  # network partition from the other brokers
-    pending: set[tuple[str, int]] = field(default_factory=set)  # isrChangeSet
-    last_change_ms: int = 0  # lastIsrChangeMs
-    last_propagation_ms: int = 0  # lastIsrPropagationMs
-
-
-@dataclass
-class ReplicationTotals:
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-    failed_isr_updates: int = 0
-    isr_change_notifications: int = 0
-    under_min_isr_partition_ms: int = 0
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The gauges and meters at a moment (one line of the brokers' metrics)."""
-
-    at_ms: int
-    under_replicated: int
-    under_min_isr: int
-    at_min_isr: int
-    offline: int
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-    failed_isr_updates: int = 0
-    isr_change_notifications: int = 0
 
 
 class Replication:
@@ -326,37 +275,15 @@ class Replication:
     def _propagate(self) -> bool:
         """The ``isr-change-propagation`` task of each broker whose run falls now (§12.4);
         true if a notification was written."""
-        wrote = False
-        for b, a in sorted(self.brokers.items()):
-            if not a.pending or not self._running(b):
-                continue
-            if (self.now - a.started_ms) % PROPAGATION_CHECK_MS != 0:
-                continue
-            if (
-                a.last_change_ms + PROPAGATION_LINGER_MS < self.now
-                or a.last_propagation_ms + PROPAGATION_MAX_DELAY_MS < self.now
-            ):
-                self.totals.isr_change_notifications += admin.propagate_isr_changes(
-                    self._broker_zk(b), sorted(a.pending)
-                )
-                a.pending.clear()
-                a.last_propagation_ms = self.now
-                wrote = True
-        return wrote
-
-    def _next_propagation(self) -> int | None:
-        due: list[int] = []
-        for b, a in self.brokers.items():
-            if not a.pending or not self._running(b):
-                continue
-            t = self.now - (self.now - a.started_ms) % PROPAGATION_CHECK_MS + PROPAGATION_CHECK_MS
-            while not (
-                a.last_change_ms + PROPAGATION_LINGER_MS < t
-                or a.last_propagation_ms + PROPAGATION_MAX_DELAY_MS < t
-            ):
-                t += PROPAGATION_CHECK_MS
-            due.append(t)
-        return min(due, default=None)
+        due = propagating(self.brokers, self._running, self.now)
+        for b in due:
+            a = self.brokers[b]
+            self.totals.isr_change_notifications += admin.propagate_isr_changes(
+                self._broker_zk(b), sorted(a.pending)
+            )
+            a.pending.clear()
+            a.last_propagation_ms = self.now
+        return bool(due)
 
     def _look_ahead(self) -> None:
         assert self.logs is not None
@@ -373,12 +300,16 @@ class Replication:
             self.now, count[ie.URP], count[ie.UNDER_MIN], count[ie.AT_MIN], count[ie.OFFLINE],
             n.isr_shrinks, n.isr_expands, n.failed_isr_updates, n.isr_change_notifications,
         )  # fmt: skip
-        if self._gauges is None or _counts(gauges) != _counts(self._gauges):
+        if self._gauges is None or counts(gauges) != counts(self._gauges):
             if self.timeline and self.timeline[-1].at_ms == self.now:
                 self.timeline.pop()  # one line per moment: how it settled
             self.timeline.append(gauges)
         self._gauges = gauges
-        candidates = [x for x in (row[ie.NEXT_MS], self._next_propagation()) if x is not None]
+        candidates = [
+            x
+            for x in (row[ie.NEXT_MS], next_propagation(self.brokers, self._running, self.now))
+            if x is not None
+        ]
         if candidates:
             self.wake_at(int(min(candidates)))
 
@@ -455,10 +386,6 @@ class Replication:
         if self.logs is None:
             return None
         return self.logs.results({i: n for n, i in self.topics.items()})
-
-
-def _counts(g: Snapshot) -> tuple[int, ...]:
-    return tuple(getattr(g, f) for f in g.__dataclass_fields__ if f != "at_ms")
 
 
 def _held(partitions: DataFrame | None) -> dict[tuple[int, int], CompactRow]:

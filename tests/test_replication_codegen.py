@@ -37,8 +37,7 @@ def _largest_methods(df: DataFrame) -> list[int]:
     return [subtrees.apply(i)._3().maxMethodCodeSize() for i in range(subtrees.size())]
 
 
-@pytest.mark.parametrize("w", [3, 4])
-@pytest.mark.parametrize("count_rule", [False, True])
+@pytest.mark.parametrize(("w", "count_rule"), [(3, False), (4, True)])
 def test_every_step_of_the_replication_table_is_generated_code(
     spark: SparkSession, w: int, count_rule: bool
 ) -> None:

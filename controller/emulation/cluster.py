@@ -152,8 +152,7 @@ class EmulatedCluster:
             self.reconnect(broker_id)
 
     def lose_session(self, broker_id: int) -> bool:
-        """The broker's session expires while its process lives on (it cannot reach ZooKeeper,
-        or it is paused): its ephemerals vanish. True if it had one."""
+        """The session expires while the process lives on: its ephemerals vanish; true if any."""
         broker = self.brokers[broker_id]
         if not broker.alive or not broker.registered:
             return False
@@ -164,8 +163,7 @@ class EmulatedCluster:
         return True
 
     def reconnect(self, broker_id: int) -> None:
-        """A broker whose session expired reaches ZooKeeper again: a new registration (a new
-        broker epoch) and ``RegisterBrokerAndReelect``."""
+        """Back in reach of ZooKeeper: a new registration (epoch), ``RegisterBrokerAndReelect``."""
         broker = self.brokers[broker_id]
         if not broker.alive or broker.registered:
             return
@@ -305,8 +303,7 @@ class EmulatedCluster:
             admin.notify_log_dir_failure(broker.zk, broker_id)
 
     def advance_to(self, at_ms: int) -> None:
-        """Move virtual time, firing periodic tasks (and draining after each); the replicas
-        move to each run time before its tasks run."""
+        """Move virtual time, draining after each task run; the replicas move to it before."""
         before = self.replication.advance_to if self.replication is not None else None
         self.timer.run_until(at_ms, after_each=lambda _now: self.drain(), before_each=before)
         if self.replication is not None:

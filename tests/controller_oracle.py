@@ -10,7 +10,7 @@ plain Python) through the same events, for as long as the controller does not mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -246,12 +246,13 @@ class Harness:
     spec: ClusterSpec
     previous_controller_epoch: int = 0  # what an earlier controller left in /controller_epoch
     records: list[EventRecord] = field(default_factory=list)
+    settings: ControllerSettings = SETTINGS  # driver_rows picks the execution path
 
     def __post_init__(self) -> None:
         self.cluster = EmulatedCluster(
             self.spark,
             EmulatedEnsemble(),
-            SETTINGS,
+            self.settings,
             self.records.append,
             catch_up_ms=NO_CATCH_UP_MS,
         )
@@ -656,3 +657,64 @@ def brief(p: Partition | None) -> str:
         f"(leader={p.leader}, isr={list(p.isr)}, leader_epoch={p.leader_epoch}, "
         f"zk_version={p.zk_version}, controller_epoch={p.controller_epoch}, {p.state.name})"
     )
+
+
+# ---- a whole plan ------------------------------------------------------------------------------
+
+
+def play_steps(
+    spark: SparkSession,
+    spec: ClusterSpec,
+    plan: list[Step],
+    with_model: bool,
+    say: Callable[[str], None] = lambda _: None,
+    settings: ControllerSettings = SETTINGS,
+) -> list[Snapshot]:
+    """Run ``plan`` on a new cluster, checking the invariants (and, ``with_model``, the
+    reference controller while it can follow) after each step; the snapshots after boot and
+    after each step that had something to do. A broken invariant raises AssertionError."""
+    h = Harness(spark, spec, settings=settings)
+    try:
+        snap = h.snapshot()
+        snaps = [snap]
+        say(f"boot: controller {snap.controllers} epoch {snap.epoch[0]}")
+        _check(snap, None, "boot")
+        model: ReferenceController | None = predictor(spec, snap.epoch[0])
+        # Failover with every broker up must leave the bootstrapped partitions as they were.
+        diff = differences(model.partitions, snap.partitions)
+        assert not diff, "after boot:\n  " + "\n  ".join(diff)
+        for i, step in enumerate(plan, 1):
+            event = h.resolve(step)
+            if event is None:
+                say(f"{i}. ({step.kind}: nothing to do)")
+                continue
+            checks = h.apply(event)
+            before, snap = snap, h.snapshot()
+            snaps.append(snap)
+            moved = snap.controllers != before.controllers
+            say(f"{i}. {event}" + (f" (controller now {list(snap.controllers)})" if moved else ""))
+            _check(snap, before, f"step {i}: {event}")
+            if not with_model or model is None:
+                continue
+            if event.of_controller and model.topics_to_be_deleted:
+                model = None  # the successor resumes the deletion: not followed
+                continue
+            if event.kind == "crash" and event.of_controller:
+                # The controller died with ZooKeeper as the model left it; its successor fails
+                # over onto it with the brokers still registered (§3.3, §5.4, §6.4).
+                model = failover(model, spec, set(snap.registered), snap.epoch[0], checks)
+            elif moved or event.of_controller:
+                model = None  # a move inside a step (its own shutdown or expiry): not followed
+                continue
+            else:
+                predict(model, event, checks)
+            diff = differences(model.partitions, snap.partitions)
+            assert not diff, f"after step {i}: {event}:\n  " + "\n  ".join(diff)
+        return snaps
+    finally:
+        h.close()
+
+
+def _check(snap: Snapshot, before: Snapshot | None, when: str) -> None:
+    problems = violations(snap, before)
+    assert not problems, f"after {when}:\n  " + "\n  ".join(problems)

@@ -26,7 +26,6 @@ from pyspark.sql import SparkSession
 
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
-from statemachines.reference_controller import ReferenceController
 from tests.controller_oracle import (
     ClusterSpec,
     Event,
@@ -36,8 +35,8 @@ from tests.controller_oracle import (
     brief,
     cluster_specs,
     differences,
-    failover,
     first_line,
+    play_steps,
     predict,
     predictor,
     steps,
@@ -57,11 +56,6 @@ PROPERTY = settings(
 )
 
 
-def _check(snap: Snapshot, before: Snapshot | None, when: str) -> None:
-    problems = violations(snap, before)
-    assert not problems, f"after {when}:\n  " + "\n  ".join(problems)
-
-
 def _play(
     spark: SparkSession,
     spec: ClusterSpec,
@@ -69,46 +63,9 @@ def _play(
     with_model: bool,
     say: Callable[[str], None] = note,
 ) -> Snapshot:
-    """Run ``plan``, checking the invariants (and the model, ``with_model``) after each step;
-    returns the last snapshot."""
-    h = Harness(spark, spec)
-    try:
-        snap = h.snapshot()
-        say(f"boot: controller {snap.controllers} epoch {snap.epoch[0]}")
-        _check(snap, None, "boot")
-        model: ReferenceController | None = predictor(spec, snap.epoch[0])
-        # Failover with every broker up must leave the bootstrapped partitions as they were.
-        diff = differences(model.partitions, snap.partitions)
-        assert not diff, "after boot:\n  " + "\n  ".join(diff)
-        for i, step in enumerate(plan, 1):
-            event = h.resolve(step)
-            if event is None:
-                say(f"{i}. ({step.kind}: nothing to do)")
-                continue
-            checks = h.apply(event)
-            before, snap = snap, h.snapshot()
-            moved = snap.controllers != before.controllers
-            say(f"{i}. {event}" + (f" (controller now {list(snap.controllers)})" if moved else ""))
-            _check(snap, before, f"step {i}: {event}")
-            if not with_model or model is None:
-                continue
-            if event.of_controller and model.topics_to_be_deleted:
-                model = None  # the successor resumes the deletion: not followed
-                continue
-            if event.kind == "crash" and event.of_controller:
-                # The controller died with ZooKeeper as the model left it; its successor fails
-                # over onto it with the brokers still registered (§3.3, §5.4, §6.4).
-                model = failover(model, spec, set(snap.registered), snap.epoch[0], checks)
-            elif moved or event.of_controller:
-                model = None  # a move inside a step (its own shutdown or expiry): not followed
-                continue
-            else:
-                predict(model, event, checks)
-            diff = differences(model.partitions, snap.partitions)
-            assert not diff, f"after step {i}: {event}:\n  " + "\n  ".join(diff)
-        return snap
-    finally:
-        h.close()
+    """Run ``plan`` with the invariants (and the model) checked after each step; the last
+    snapshot."""
+    return play_steps(spark, spec, plan, with_model, say)[-1]
 
 
 @PROPERTY

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
 
-from controller.partition_store.region import PartitionRegion
+from controller.partition_store.region import WRITTEN, PartitionRegion
 from controller.partition_store.rows import parse
 from controller.partition_store.states import (
     KEY_SCHEMA,
@@ -124,6 +124,12 @@ class SparkStateStore:
         topics = txn.children(BROKER_TOPICS) if txn.stat(BROKER_TOPICS) is not None else []
         watched = [parsed[0] for path in txn.watched_paths() if (parsed := parse(path)) is not None]
         outcome = self.region.bulk_write(updates, zxid, now, topics, watched, rows)
+        # Kafka writes each partition's state in a transaction of its own (as the driver path's
+        # one fenced multi per row does): the bulk write takes as many zxids, so the znodes
+        # created after it (a broker's registration: its epoch) get the czxid they would. Its
+        # rows keep the first as their mzxid.
+        written = sum(n for (_, result), n in outcome.counts.items() if result in WRITTEN)
+        txn.skip_zxids(written - 1)
         for (topic, result), n in sorted(outcome.counts.items()):
             if result == "created":
                 txn.add_region_children(f"{BROKER_TOPICS}/{topic}/partitions", n, zxid, now)

@@ -137,6 +137,10 @@ class BulkTransaction:
     def next_zxid(self) -> int:
         return self._tree.next_zxid()
 
+    def skip_zxids(self, n: int) -> None:
+        """Take ``n`` more zxids, as ``n`` more transactions would (none when ``n`` <= 0)."""
+        self._tree.zxid += max(n, 0)
+
     def now_ms(self) -> int:
         return self._tree.clock_ms()
 

@@ -132,6 +132,29 @@ def test_create_update_errors_per_row(zk, spark) -> None:
     assert client.exists("/brokers/topics/nope") is None
 
 
+def test_a_bulk_write_takes_a_zxid_per_partition_written_as_single_writes_do(spark) -> None:
+    """Kafka writes each partition's state in a transaction of its own: after a bulk write of
+    two new rows and one refused, the next znode's czxid (a broker's epoch, when it registers)
+    is where two single writes would have left it."""
+    czxids = []
+    for bulk in (True, False):
+        zk = _Started()
+        client, epoch_version = _cluster(zk, ["a"])
+        store = zk.state_store(client)
+        before = client.create("/probe-before", b"")
+        rows = [("a", 0, 1, 0, [1, 2], 1, -1), ("a", 1, 2, 0, [2, 1], 1, -1)]
+        refused = ("a", 9, 1, 0, [1], 1, 4)  # no state znode to update
+        if bulk:
+            frame = spark.createDataFrame([*rows, refused], STATES_SCHEMA)
+            assert store.write_states(frame, epoch_version).count() == 1
+        else:
+            single = [(*r, 1) for r in (*rows, refused)]  # each written once
+            assert len(store.write_state_rows(single, epoch_version)) == 1
+        after = client.create("/probe-after", b"")
+        czxids.append(client.exists(after).czxid - client.exists(before).czxid)
+    assert czxids == [3, 3]
+
+
 def test_a_topic_created_between_writes_takes_creates_at_the_next(zk, spark) -> None:
     client, epoch_version = _cluster(zk, ["a"])
     store = zk.state_store(client)

@@ -64,10 +64,10 @@ def scenario_from_data(
     return scenario
 
 
-def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
-    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+def load_yaml(text: str, source: str = "<string>") -> object:
+    """YAML text as data (safe, duplicate keys refused); syntax errors carry line and column."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -75,7 +75,11 @@ def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str]
         raise ScenarioError([("(yaml)", f"{where}{detail}")], source) from None
     except yaml.YAMLError as err:
         raise ScenarioError([("(yaml)", str(err))], source) from None
-    return scenario_from_data(data, source, overrides)
+
+
+def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
+    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+    return scenario_from_data(load_yaml(text, source), source, overrides)
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:

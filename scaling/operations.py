@@ -33,8 +33,6 @@ from scaling.sweep import (
     WhatIfOp,
 )
 from spark_app.scenario import Scenario, ScenarioError, scenario_from_data
-from whatif.cluster import WhatIfInputError
-from whatif.command import question_arguments, question_options
 
 CONTROLLER = 0
 SETUP_AT = (10_000, 20_000)
@@ -142,21 +140,17 @@ def _events(point: Point, op: Operation, interval_s: int) -> tuple[_Events, int,
             e.add(SECOND_AT, "broker_startup", brokers=rack)
             phases.append(Phase(f"{label}.recovery", SECOND_AT))
     else:
-        assert isinstance(op, WhatIfOp)
-        try:
-            question_options(question_arguments(op.question, op.args))
-        except WhatIfInputError as err:
-            e.problems.append(("args", f"kce whatif {op.question}: {err}"))
+        assert isinstance(op, WhatIfOp)  # its arguments are checked with the sweep
         return e, 0, [Phase(label, 0)]
     return e, TIMED_AT - 1, phases
 
 
-def _scenario_data(sweep: Sweep, point: Point, op: Operation) -> dict[str, Any]:
+def _scenario_data(sweep: Sweep, point: Point, op: Operation | None) -> dict[str, Any]:
     config = dict(sweep.config)
     if isinstance(op, BrokerStartupOp | AutoRebalanceOp):
         config[REBALANCE] = True  # the operation is the check's election
     return {
-        "name": f"{sweep.name}-{op.label()}-{point.partitions}",
+        "name": f"{sweep.name}-{op.label() if op else 'config'}-{point.partitions}",
         "seed": sweep.seed,
         "kafka_version": sweep.kafka_version,
         "spark": sweep.spark.model_dump(),
@@ -182,20 +176,26 @@ def _located(path: str, message: str, point: Point) -> tuple[str, str]:
     return f"({point.label()}) {path}", message
 
 
-def plan(sweep: Sweep, point: Point, op: Operation, where: str = "operations") -> Plan:
+def check_interval(sweep: Sweep) -> int:
+    """``leader.imbalance.check.interval.seconds`` of the sweep's Kafka configuration, which the
+    windows depend on; a problem of the configuration is a ``ScenarioError`` at its key."""
+    data = _scenario_data(sweep, Point(partitions=1, brokers=1, racks=0, replication_factor=1,
+                                       partitions_per_topic=1), None)  # fmt: skip
+    scenario = scenario_from_data({**data, "until": TIMED_AT})
+    return int(scenario.config.get(CHECK_INTERVAL))  # type: ignore[arg-type]
+
+
+def plan(
+    sweep: Sweep, point: Point, op: Operation, interval: int, where: str = "operations"
+) -> Plan:
     """``op`` at ``point``; a ``ScenarioError`` names the operation's field and the point."""
-    data = _scenario_data(sweep, point, op)
-    try:  # Kafka's keys, checked once, give the check interval the windows depend on
-        base = scenario_from_data({**data, "until": TIMED_AT})
-    except ScenarioError as err:
-        raise ScenarioError([_located(path, msg, point) for path, msg in err.problems]) from None
-    interval = int(base.config.get(CHECK_INTERVAL))  # type: ignore[arg-type]
     events, setup_ms, phases = _events(point, op, interval)
     if events.problems:
         raise ScenarioError(
             [(f"{where}.{key}", f"at {point.label()}: {msg}") for key, msg in events.problems]
         )
     until = max(1000, max(p.until_ms for p in phases))
+    data = _scenario_data(sweep, point, op)
     try:
         scenario = scenario_from_data({**data, "events": events.events, "until": until})
     except ScenarioError as err:
@@ -205,11 +205,15 @@ def plan(sweep: Sweep, point: Point, op: Operation, where: str = "operations") -
 
 def plan_all(sweep: Sweep, source: str | None = None) -> list[Plan]:
     """Every operation at every point, point by point; every problem in one ``ScenarioError``."""
+    try:
+        interval = check_interval(sweep)
+    except ScenarioError as err:
+        raise ScenarioError(err.problems, source) from None
     plans, problems = [], []
     for point in sweep.all_points():
-        for i, op in enumerate(sweep.operations):
+        for i, op in sweep.operations_at(point):
             try:
-                plans.append(plan(sweep, point, op, f"operations[{i}]"))
+                plans.append(plan(sweep, point, op, interval, f"operations[{i}]"))
             except ScenarioError as err:
                 problems += [p for p in err.problems if p not in problems]
     if problems:

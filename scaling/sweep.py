@@ -24,7 +24,8 @@ from spark_app.scenario.events import STRICT, BrokerId, Count
 from spark_app.scenario.kafka_values import DEFAULT_KAFKA_VERSION, KafkaVersion
 from spark_app.scenario.loading import load_yaml
 from spark_app.scenario.model import Execution, SparkSettings
-from whatif.command import QUESTIONS
+from whatif.cluster import WhatIfInputError, broker_defaults
+from whatif.command import QUESTIONS, question_arguments, question_options
 
 DEFAULT_BROKERS = 100
 DEFAULT_RACKS = 3
@@ -75,6 +76,9 @@ class Point(BaseModel):
     )
     topics: Count | None = Field(None, description="topic count (instead of partitions_per_topic)")
     budgets: Budgets | None = Field(None, description="this point's budgets (over the sweep's)")
+    operations: tuple[str, ...] | None = Field(
+        None, description="labels of the sweep's operations to run here (default: all)"
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> Point:
@@ -240,6 +244,16 @@ class WhatIfOp(_Operation):
     def label(self) -> str:
         return self.name or f"whatif-{self.question}"
 
+    @model_validator(mode="after")
+    def _arguments(self) -> WhatIfOp:
+        try:
+            args = question_arguments(self.question, self.args)
+            question_options(args)
+            broker_defaults(args.config)
+        except WhatIfInputError as err:
+            raise ScenarioError([("args", f"kce whatif {self.question}: {err}")]) from None
+        return self
+
 
 Operation = Annotated[
     BrokerFailureOp
@@ -294,6 +308,13 @@ class Sweep(BaseModel):
                 problems.append(
                     (f"operations[{i}]", f"the label {op.label()!r} is taken; give this one a name")
                 )
+        for i, point in enumerate(self.points or ()):
+            for j, label in enumerate(point.operations or ()):
+                if label not in labels:
+                    problems.append(
+                        (f"points[{i}].operations[{j}]",
+                         f"no operation is labelled {label!r}; use one of: {', '.join(labels)}")
+                    )  # fmt: skip
         if problems:
             raise ScenarioError(problems)
         return self
@@ -314,6 +335,15 @@ class Sweep(BaseModel):
         if problems:
             raise ScenarioError(problems)
         return out
+
+    def operations_at(self, point: Point) -> list[tuple[int, Operation]]:
+        """The operations to run at ``point`` with their index in the file."""
+        chosen = point.operations
+        return [
+            (i, op)
+            for i, op in enumerate(self.operations)
+            if chosen is None or op.label() in chosen
+        ]
 
     def budgets_of(self, point: Point) -> Budgets:
         """The point's own budgets, each unset one from the sweep's."""

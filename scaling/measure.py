@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ class Cost:
     jvm_peak_rss_mb: float | None = None
     jvm_heap_used_mb: float | None = None
     jvm_heap_peak_mb: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def peak_rss_mb(self) -> float | None:
         """The driver's peak: Python's and the JVM's (each at its own peak) added."""
@@ -135,8 +135,9 @@ class Probe:
         own, jvm = reset
         if own:
             cost.python_peak_rss_mb = _status(os.getpid(), "VmHWM")
-        else:  # KiB on Linux, bytes on macOS: only Linux gets here with a reset
-            cost.python_peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        else:  # the process's lifetime peak: bytes on macOS, KiB elsewhere
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            cost.python_peak_rss_mb = peak / (MIB if sys.platform == "darwin" else 1024)
         if jvm:
             cost.jvm_peak_rss_mb = _status(self.jvm_pid, "VmHWM")
         pools = self._heap_pools()

@@ -19,10 +19,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, Strict, ValidationError, model_validator
 
+from spark_app.quickstart import fit_problems
 from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
 from spark_app.scenario.events import STRICT, BrokerId, Count
 from spark_app.scenario.kafka_values import DEFAULT_KAFKA_VERSION, KafkaVersion
-from spark_app.scenario.loading import load_yaml
+from spark_app.scenario.loading import load_yaml, read_text
 from spark_app.scenario.model import Execution, SparkSettings
 from whatif.cluster import WhatIfInputError, broker_defaults
 from whatif.command import QUESTIONS, question_arguments, question_options
@@ -91,13 +92,7 @@ class Point(BaseModel):
                 f"partitions {self.partitions} is not a multiple of {by} "
                 f"{self.topics or self.per_topic()}; make it one"
             )
-        if self.replication_factor > self.brokers:
-            problems.append(
-                f"replication_factor {self.replication_factor} is larger than brokers "
-                f"{self.brokers}; lower it or add brokers"
-            )
-        if self.racks > self.brokers:
-            problems.append(f"racks {self.racks} exceeds brokers {self.brokers}")
+        problems += fit_problems(self.brokers, self.racks, self.replication_factor)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -374,11 +369,4 @@ def sweep_from_data(data: object, source: str) -> Sweep:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file (``ScenarioError`` lists every problem)."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ScenarioError(
-            [("", f"cannot read the file: {err.strerror or err}")], source
-        ) from None
-    return sweep_from_data(load_yaml(text, source), source)
+    return sweep_from_data(load_yaml(read_text(path), str(path)), str(path))

@@ -145,10 +145,9 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
 def starting_table(
     spark: SparkSession, scenario: Scenario, persist: bool = False
 ) -> tuple[DataFrame, list[dict[str, Any]] | None]:
-    """The scenario's starting partitions table, checked against the cluster-state model
-    (``ClusterModelError``), and its rows when the driver path holds a table that small.
-    ``persist``: keep a table too large for the driver (memory, then disk), for a caller that
-    bootstraps it more than once; it unpersists it."""
+    """The starting partitions table, checked against the cluster-state model, and its rows
+    when the driver path holds a table that small; ``persist`` keeps a larger one (memory, then
+    disk) for a caller that bootstraps it more than once (and unpersists it)."""
     starting = initial_partitions(spark, scenario)
     small = sum(scenario.topic_partition_counts().values()) <= scenario.execution.driver_rows
     if persist and not small:
@@ -168,8 +167,8 @@ def start_cluster(
     on_event: Callable[[EventRecord], None],
     changes: EventStateChangeLog | None = None,
 ) -> EmulatedCluster:
-    """The scenario's cluster at t=0: ``starting`` bootstrapped into ZooKeeper, the brokers
-    registered and the first controller elected (its startup processed)."""
+    """The cluster at t=0: ``starting`` in ZooKeeper, the brokers registered, the first
+    controller elected (its startup processed)."""
     cluster = EmulatedCluster(
         spark,
         ensemble,
@@ -200,9 +199,8 @@ def start_cluster(
 def schedule_timeline(
     cluster: EmulatedCluster, scenario: Scenario, position: Callable[[], int]
 ) -> list[AdminFailure]:
-    """Put the scenario's events on the cluster's timer. The returned list fills, as time
-    advances, with the admin requests Kafka rejects (each after ``position()`` controller events
-    had been processed); the cluster goes on."""
+    """Put the scenario's events on the cluster's timer; the list returned fills with the admin
+    requests Kafka rejects, each after ``position()`` controller events."""
     actor = Actor(cluster, scenario.seed)
     rejected: list[AdminFailure] = []
 

@@ -82,14 +82,17 @@ def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str]
     return scenario_from_data(load_yaml(text, source), source, overrides)
 
 
+def read_text(path: str | Path) -> str:
+    """A YAML file's text; a file that cannot be read is a ``ScenarioError``."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(
+            [("", f"cannot read the file: {err.strerror or err}")], str(path)
+        ) from None
+
+
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
     ``ScenarioError`` lists every problem."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ScenarioError(
-            [("", f"cannot read the file: {err.strerror or err}")], source
-        ) from None
-    return parse_scenario(text, source, overrides)
+    return parse_scenario(read_text(path), str(path), overrides)

@@ -7,6 +7,8 @@ paths, and no SVG metadata (no date).
 
 from __future__ import annotations
 
+import base64
+import html
 import io
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -255,3 +257,44 @@ def _changes(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]
         if not out or out[-1][1] != y:
             out.append((x, y))
     return out
+
+
+def loglog_panels(
+    title: str,
+    panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, float]]]]],
+    xlabel: str,
+) -> bytes:
+    """Panels side by side, each ``(ylabel, lines)``: one line with markers per name, on log
+    scales; points with a value ≤ 0 cannot be drawn there and are left out. A PNG (byte-stable:
+    no text chunks), for a file and, through ``inline_png``, for a page."""
+    with matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(FULL_WIDTH, 4.2), layout="constrained")
+        axes = figure.subplots(1, max(1, len(panels)), squeeze=False)[0]
+        figure.suptitle(title, x=0.01, ha="left", fontsize=10)
+        for ax, (ylabel, lines) in zip(axes, panels, strict=False):
+            drawn = {
+                name: [(x, y) for x, y in points if x > 0 and y > 0]
+                for name, points in lines.items()
+            }
+            drawn = {name: points for name, points in drawn.items() if points}
+            if not drawn:
+                _no_data(ax)
+            for i, (name, points) in enumerate(drawn.items()):
+                colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
+                xs, ys = [x for x, _ in points], [y for _, y in points]
+                ax.plot(xs, ys, marker="o", markersize=4, color=colour, linewidth=1.3, label=name)
+            if drawn:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                ax.legend(frameon=False, fontsize=7, loc="upper left")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+        png = io.BytesIO()
+        figure.savefig(png, format="png", dpi=100, metadata={"Software": None})
+        return png.getvalue()
+
+
+def inline_png(png: bytes, alt: str) -> str:
+    """A PNG as an ``<img>`` the report's page holds itself (its policy allows ``data:`` images)."""
+    encoded = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'

@@ -1,4 +1,5 @@
-"""The ``kce`` command line. Exit codes: 0 success, 2 invalid input, 1 internal error."""
+"""The ``kce`` command line. Exit codes: 0 success, 2 invalid input, 1 internal error (or, for
+``kce scale``, a budget exceeded)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from spark_app import __version__
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
+EXIT_OVER_BUDGET = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,9 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         help="hold a partitions table of at most N rows on the driver and run the events that "
         "can there (overrides execution.driver_rows; 0 runs every event in Spark)",
     )
+    from scaling.command import add_parser as add_scale
     from whatif.command import add_parser
 
     add_parser(sub)
+    add_scale(sub)
     return parser
 
 
@@ -152,6 +156,19 @@ def _whatif(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _scale(args: argparse.Namespace) -> int:
+    from scaling.command import print_result, run_sweep
+    from spark_app.scenario import ScenarioError, format_problems
+
+    try:
+        result = run_sweep(args.sweep, args.out, args.master)
+    except ScenarioError as err:
+        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
+        return EXIT_INVALID
+    print_result(result)
+    return EXIT_OVER_BUDGET if result.exceeded else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -159,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        commands = {"run": _run, "whatif": _whatif, "quickstart": _quickstart}
+        commands = {"run": _run, "whatif": _whatif, "quickstart": _quickstart, "scale": _scale}
         return commands[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERNAL

@@ -41,14 +41,7 @@ class GeneratedCluster(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> GeneratedCluster:
-        problems = []
-        if self.replication_factor > self.brokers:
-            problems.append(
-                f"replication_factor {self.replication_factor} is larger than the broker count "
-                f"{self.brokers}; lower it or add brokers"
-            )
-        if self.racks > self.brokers:
-            problems.append(f"racks {self.racks} exceeds the broker count {self.brokers}")
+        problems = fit_problems(self.brokers, self.racks, self.replication_factor)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -64,6 +57,19 @@ class GeneratedCluster(BaseModel):
             self.replication_factor,
             seed,
         )
+
+
+def fit_problems(brokers: int, racks: int, replication_factor: int) -> list[str]:
+    """What keeps a generated cluster of these sizes from being placed by Kafka's algorithm."""
+    problems = []
+    if replication_factor > brokers:
+        problems.append(
+            f"replication_factor {replication_factor} is larger than the broker count "
+            f"{brokers}; lower it or add brokers"
+        )
+    if racks > brokers:
+        problems.append(f"racks {racks} exceeds the broker count {brokers}")
+    return problems
 
 
 class QuickstartConfig(BaseModel):

@@ -17,12 +17,13 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 from controller.commit.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.emulation.cluster import EmulatedCluster
@@ -115,11 +116,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     started = time.perf_counter()
     # The scenario's state rows may break the model where Kafka's algorithm placed the replicas
     # (the load-time checks cannot see those): refuse them before anything is written.
-    starting = initial_partitions(spark, scenario)
-    small = sum(scenario.topic_partition_counts().values()) <= scenario.execution.driver_rows
-    # A starting table the driver path would hold is checked and written from the driver.
-    rows = [r.asDict() for r in starting.collect()] if small else None
-    validate_partitions(starting if rows is None else rows, scenario.broker_ids())
+    starting, rows = starting_table(spark, scenario)
     out.mkdir(parents=True, exist_ok=True)
     records: list[EventRecord] = []
     text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
@@ -133,6 +130,45 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         records.append(record)
         progress.update(record.at_ms, len(records))
 
+    cluster = start_cluster(spark, scenario, ensemble, starting, rows, on_event, changes)
+    rejected = schedule_timeline(cluster, scenario, lambda: len(records))
+    cluster.advance_to(scenario.until)
+    progress.close(scenario.until, len(records))
+    summary = _write_outputs(cluster, scenario, records, rejected, out)
+    summary["wall_seconds"] = round(time.perf_counter() - started, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    # Last, from the files just written: the page shows exactly what the run's outputs hold.
+    write_run_report(out, summary, scenario.until)
+    return summary
+
+
+def starting_table(
+    spark: SparkSession, scenario: Scenario, persist: bool = False
+) -> tuple[DataFrame, list[dict[str, Any]] | None]:
+    """The starting partitions table, checked against the cluster-state model, and its rows
+    when the driver path holds a table that small; ``persist`` keeps a larger one (memory, then
+    disk) for a caller that bootstraps it more than once (and unpersists it)."""
+    starting = initial_partitions(spark, scenario)
+    small = sum(scenario.topic_partition_counts().values()) <= scenario.execution.driver_rows
+    if persist and not small:
+        starting = starting.persist(StorageLevel.MEMORY_AND_DISK)
+    # A starting table the driver path would hold is checked and written from the driver.
+    rows = [r.asDict() for r in starting.collect()] if small else None
+    validate_partitions(starting if rows is None else rows, scenario.broker_ids())
+    return starting, rows
+
+
+def start_cluster(
+    spark: SparkSession,
+    scenario: Scenario,
+    ensemble: Ensemble,
+    starting: DataFrame,
+    rows: list[dict[str, Any]] | None,
+    on_event: Callable[[EventRecord], None],
+    changes: EventStateChangeLog | None = None,
+) -> EmulatedCluster:
+    """The cluster at t=0: ``starting`` in ZooKeeper, the brokers registered, the first
+    controller elected (its startup processed)."""
     cluster = EmulatedCluster(
         spark,
         ensemble,
@@ -157,6 +193,14 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     for b in [first, *[x for x in live if x != first]]:
         cluster.brokers[b].controller.startup()
         cluster.drain()
+    return cluster
+
+
+def schedule_timeline(
+    cluster: EmulatedCluster, scenario: Scenario, position: Callable[[], int]
+) -> list[AdminFailure]:
+    """Put the scenario's events on the cluster's timer; the list returned fills with the admin
+    requests Kafka rejects, each after ``position()`` controller events."""
     actor = Actor(cluster, scenario.seed)
     rejected: list[AdminFailure] = []
 
@@ -164,7 +208,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
         try:
             actor.apply(event)
         except AdminRequestError as err:  # the admin tool reports it; the cluster goes on
-            failure = AdminFailure(len(records), event.at, event.type, err)
+            failure = AdminFailure(position(), event.at, event.type, err)
             rejected.append(failure)
             log.warning("kce: %s", failure.line())
 
@@ -172,14 +216,7 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     # so a burst (e.g. many ISR changes) reaches the controller as one batch of queued events.
     for event in scenario.timeline():
         cluster.timer.schedule_at(event.at, lambda e=event: play(e))
-    cluster.advance_to(scenario.until)
-    progress.close(scenario.until, len(records))
-    summary = _write_outputs(cluster, scenario, records, rejected, out)
-    summary["wall_seconds"] = round(time.perf_counter() - started, 3)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    # Last, from the files just written: the page shows exactly what the run's outputs hold.
-    write_run_report(out, summary, scenario.until)
-    return summary
+    return rejected
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ("controller", "statemachines", "spark_app", "whatif", "html_report", "tests", "bench")
+PATHS = (
+    "controller", "statemachines", "spark_app", "whatif", "html_report", "scaling", "tests", "bench",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(

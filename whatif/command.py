@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from whatif.cluster import WhatIfInputError
 from whatif.options import (
@@ -171,7 +171,8 @@ def _execute_arguments(q: Any) -> None:
     )
 
 
-def _options(args: argparse.Namespace) -> Any:
+def question_options(args: argparse.Namespace) -> Any:
+    """The options object of the question ``args`` name (``whatif.options``)."""
     q = args.question
     if q == "fail":
         return FailOptions(args.brokers, args.rack, args.any, args.samples, args.seed)
@@ -220,6 +221,32 @@ def _zk_options(args: argparse.Namespace) -> Any:
     )
 
 
+class _ArgumentsError(argparse.ArgumentParser):
+    """A parser whose errors raise (a sweep file's question arguments are input, not argv)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise WhatIfInputError(message)
+
+
+SOURCE_OPTIONS = ("describe", "zk", "run", "scenario", "rack_map", "sizes", "out", "master", "json")
+
+
+def question_arguments(question: str, argv: Sequence[str]) -> argparse.Namespace:
+    """``kce whatif QUESTION ARGV...`` without a source (the caller has the cluster), parsed as
+    the command line parses it; a bad argument raises ``WhatIfInputError``."""
+    if any(a in ("-h", "--help") for a in argv):
+        raise WhatIfInputError("--help is not an option here")
+    parser = _ArgumentsError(prog="kce")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["whatif", question, *argv])
+    given = [f"--{k.replace('_', '-')}" for k in SOURCE_OPTIONS if getattr(args, k, None)]
+    if given:
+        raise WhatIfInputError(
+            f"{', '.join(given)} cannot be given here: the cluster is the point's"
+        )
+    return args
+
+
 def question_function(name: str) -> Callable[..., Any]:
     module, function, _ = QUESTIONS[name]
     return getattr(importlib.import_module(module), function)
@@ -231,7 +258,7 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     from whatif.answer import write_answer
     from whatif.sources import load_cluster
 
-    options = _options(args)
+    options = question_options(args)
     spark = get_spark(args.master)
     cluster = load_cluster(
         spark,

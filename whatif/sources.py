@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_app.cluster_builder import initial_partitions
-from spark_app.scenario import ScenarioError, format_problems, load_scenario
+from spark_app.scenario import Scenario, ScenarioError, format_problems, load_scenario
 from statemachines import schemas as s
 from whatif.cluster import (
     SIZES_SCHEMA,
@@ -223,6 +223,13 @@ def load_scenario_cluster(
             f"{format_problems(err.problems, str(path))}\nfix the scenario file (kce validate "
             "checks it)"
         ) from None
+    return scenario_cluster(spark, scenario, config, str(path))
+
+
+def scenario_cluster(
+    spark: SparkSession, scenario: Scenario, config: Sequence[str] = (), where: str = "scenario"
+) -> WhatIfCluster:
+    """The starting cluster of a validated scenario (``where`` names it in messages)."""
     kafka = scenario.config
     base = BrokerDefaults(
         min_insync_replicas=kafka.min_insync_replicas,
@@ -233,7 +240,7 @@ def load_scenario_cluster(
     defaults = broker_defaults(config, base)
     overrides = {t.name: t.config.overrides() for t in scenario.cluster.topics}
     configs = {
-        topic: topic_configs(defaults, overrides.get(topic, {}), f"{path}: topic {topic}")
+        topic: topic_configs(defaults, overrides.get(topic, {}), f"{where}: topic {topic}")
         for topic in scenario.topic_partition_counts()
     }
     return WhatIfCluster(
@@ -242,7 +249,7 @@ def load_scenario_cluster(
         {b.id: b.rack for b in scenario.brokers()},
         configs,
         defaults,
-        source=f"scenario {path}",
+        source=f"scenario {where}",
     )
 
 

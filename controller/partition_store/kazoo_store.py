@@ -88,7 +88,9 @@ class KazooStateStore:
             elif not isinstance(result, NoNodeError):
                 raise result
 
-    def read_states(self, spark: SparkSession, selection: DataFrame | None = None) -> DataFrame:
+    def read_states(
+        self, spark: SparkSession, selection: DataFrame | None = None, rows: int | None = None
+    ) -> DataFrame:
         kz = self.client.kazoo
         if selection is None:
             keys: Iterator[tuple[str, int]] = self._all_keys()

@@ -52,10 +52,20 @@ class SparkStateStore:
         with self.client.store.lock:
             self.region.prefetch(list(keys))
 
-    def read_states(self, spark: SparkSession, selection: DataFrame | None = None) -> DataFrame:
-        return self.client.bulk(lambda _txn: self._read(spark, selection))
+    def read_states(
+        self, spark: SparkSession, selection: DataFrame | None = None, rows: int | None = None
+    ) -> DataFrame:
+        return self.client.bulk(lambda txn: self._read(txn, spark, selection, rows))
 
-    def _read(self, spark: SparkSession, selection: DataFrame | None) -> DataFrame:
+    def _read(
+        self,
+        txn: BulkTransaction,
+        spark: SparkSession,
+        selection: DataFrame | None,
+        rows: int | None,
+    ) -> DataFrame:
+        # Kafka reads each state znode with its own getData: the whole table's, or the selection's.
+        txn.count_reads(sum(self.region.counts.values()) if selection is None else rows or 0)
         keys = None if selection is None else selection.select(TOPIC, PARTITION)
         states = self.region.states(keys)
         if states is None:

@@ -83,7 +83,12 @@ def arrow_rows(df: DataFrame, batch_rows: int = 20_000) -> Iterator[Any]:
 class PartitionStateStore(Protocol):
     """Bulk reads and fenced bulk writes of partition states; see the module docstring."""
 
-    def read_states(self, spark: SparkSession, selection: DataFrame | None = None) -> DataFrame: ...
+    def read_states(
+        self, spark: SparkSession, selection: DataFrame | None = None, rows: int | None = None
+    ) -> DataFrame:
+        """``rows`` is the row count of ``selection`` when the caller knows it (the emulated
+        store counts the reads by it)."""
+        ...
 
     def write_states(
         self, states: DataFrame, expected_epoch_zk_version: int, rows: int | None = None

@@ -136,7 +136,7 @@ class IsrEvents:
             ri.with_zk_leadership(step, states)
             return
         selection = local_frame(self.spark, known, f"{s.TOPIC} string, {s.PARTITION} int")
-        states = self.store.read_states(self.spark, selection).join(
+        states = self.store.read_states(self.spark, selection, rows=len(known)).join(
             F.broadcast(self.ctx.topics_frame()), s.TOPIC
         )
         named = [(self.ctx.topics[t].index, p) for t, p in known]

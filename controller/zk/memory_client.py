@@ -135,6 +135,7 @@ class InMemoryClient:
     def exists(self, path: str, watch: WatchFn | None = None) -> ZnodeStat | None:
         with self.store.lock:
             self._live()
+            self.store.reads += 1
             stat = self.store.tree.stat(path)
             self._watch(self.watches.data, path, watch)
             return stat
@@ -142,6 +143,7 @@ class InMemoryClient:
     def get(self, path: str, watch: WatchFn | None = None) -> tuple[bytes, ZnodeStat]:
         with self.store.lock:
             self._live()
+            self.store.reads += 1
             node = self.store.tree.lookup(path)
             if node is None:
                 raise NoNodeError(path)
@@ -153,6 +155,7 @@ class InMemoryClient:
     ) -> list[str] | tuple[list[str], ZnodeStat]:
         with self.store.lock:
             self._live()
+            self.store.reads += 1
             children = self.store.tree.children(path)
             self._watch(self.watches.child, path, watch)
             if include_data:

@@ -8,6 +8,10 @@ transaction and fires the watches it triggered, in commit order, on the dispatch
 partition-state store): it runs a function under the lock with a ``BulkTransaction``, through
 which the function reads znode facts, allocates the zxid, accounts children it created and
 records the watch events, fired when the function returns.
+
+``reads`` counts the read requests the store served (exists, getData, getChildren, one per
+partition-state znode of a bulk read), as a ZooKeeper server counts them: what the emulated
+controller and brokers asked of ZooKeeper, for the scaling sweeps.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class Server:
         self.tree.region = region
         self.dispatcher = Dispatcher()
         self.sessions: list[Session] = []
+        self.reads = 0  # read requests served, by every session (see the module docstring)
 
     def use_clock(self, clock_ms: Callable[[], int]) -> None:
         """Znode times come from ``clock_ms`` from now on."""
@@ -133,6 +138,10 @@ class BulkTransaction:
 
     def children(self, path: str) -> list[str]:
         return self._tree.children(path)
+
+    def count_reads(self, n: int) -> None:
+        """``n`` znodes read in bulk: one getData each, as Kafka reads them."""
+        self._server.reads += n
 
     def next_zxid(self) -> int:
         return self._tree.next_zxid()

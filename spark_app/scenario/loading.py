@@ -64,10 +64,10 @@ def scenario_from_data(
     return scenario
 
 
-def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
-    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+def load_yaml(text: str, source: str = "<string>") -> object:
+    """YAML text as data (safe, duplicate keys refused); syntax errors carry line and column."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -75,17 +75,24 @@ def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str]
         raise ScenarioError([("(yaml)", f"{where}{detail}")], source) from None
     except yaml.YAMLError as err:
         raise ScenarioError([("(yaml)", str(err))], source) from None
-    return scenario_from_data(data, source, overrides)
+
+
+def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
+    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+    return scenario_from_data(load_yaml(text, source), source, overrides)
+
+
+def read_text(path: str | Path) -> str:
+    """A YAML file's text; a file that cannot be read is a ``ScenarioError``."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(
+            [("", f"cannot read the file: {err.strerror or err}")], str(path)
+        ) from None
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
     ``ScenarioError`` lists every problem."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ScenarioError(
-            [("", f"cannot read the file: {err.strerror or err}")], source
-        ) from None
-    return parse_scenario(text, source, overrides)
+    return parse_scenario(read_text(path), str(path), overrides)

@@ -2,7 +2,9 @@
 
 The embedded default is ``local[*]``; ``spark-submit --master ...`` or explicit ``master``/``conf``
 arguments override it. Python workers must run this interpreter (not whatever ``python3`` is first
-on PATH), and the driver binds to loopback unless told otherwise.
+on PATH), and the embedded driver binds to loopback unless told otherwise. Under ``spark-submit``
+the launcher's settings (``--conf``, ``spark-defaults.conf``) win over this module's defaults, and
+the driver binds where the launcher says: executors on other hosts must reach it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def _cores(master: str) -> int:
 DEFAULT_DRIVER_MEMORY = "4g"
 
 
+def _submitted_keys() -> set[str]:
+    """The settings spark-submit passed to its JVM (``--conf``, ``spark-defaults.conf``, flags)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; starts no context
+    return {key for key, _ in SparkConf().getAll()}
+
+
 def get_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -40,13 +50,14 @@ def get_spark(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     active = SparkSession.getActiveSession()
     if active is not None and master is None and not conf:
         return active
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit the launcher already chose a master; only an explicit one overrides it.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if not submitted:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     effective_master = master or (None if submitted else DEFAULT_MASTER)
     if effective_master:
         builder = builder.master(effective_master)
@@ -58,7 +69,6 @@ def get_spark(
         "spark.sql.adaptive.enabled": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.bindAddress": os.environ["SPARK_LOCAL_IP"],
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Fused election stages generate methods above the JVM's 8 KB JIT limit; without this
         # (Spark's documented workaround) they would run interpreted.
@@ -82,10 +92,16 @@ def get_spark(
         # nothing (PruneFilters took half of a startup's optimizer time at 1e5).
         "spark.sql.constraintPropagation.enabled": "false",
     }
-    if not submitted:
+    if submitted:
+        # A default must not silently undo what the user gave spark-submit (at 1e7 partitions
+        # and up, spark.sql.shuffle.partitions above all).
+        given = _submitted_keys()
+        defaults = {k: v for k, v in defaults.items() if k not in given}
+    else:
         # The embedded controller keeps its generations, their diffs and the in-memory
         # ZooKeeper's partition table in this one JVM; Spark's 1g default runs out on long runs.
         defaults["spark.driver.memory"] = DEFAULT_DRIVER_MEMORY
+        defaults["spark.driver.bindAddress"] = os.environ["SPARK_LOCAL_IP"]
     for key, value in {**defaults, **dict(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -3,6 +3,7 @@
 Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs without Spark:
 
 * ``zk``: needs a real ZooKeeper server (marked by hand where the real server is a parameter);
+* ``cluster``: submits jobs to a Spark standalone cluster on loopback (marked by hand);
 * ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``,
   ``spark_app.runner`` or ``whatif.execute_cluster``, directly or through a ``tests`` helper, or
   runs ``kce run``);
@@ -31,7 +32,7 @@ from pyspark.sql import SparkSession
 
 from spark_app.session import get_spark
 
-TIERS = ("unit", "spark", "scenario", "zk")
+TIERS = ("unit", "spark", "scenario", "zk", "cluster")
 _EMULATION = ("controller.emulation.cluster", "spark_app.runner", "whatif.execute_cluster")
 _TESTS = Path(__file__).resolve().parent
 
@@ -127,7 +128,7 @@ def _runs_emulation(path: Path) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(tier) for tier in TIERS):
-            continue  # marked by hand (zk)
+            continue  # marked by hand (zk, cluster)
         if _runs_emulation(Path(str(item.path))):
             item.add_marker(pytest.mark.scenario)
         elif "spark" in getattr(item, "fixturenames", ()):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import strategies as st
+from py4j.protocol import Py4JNetworkError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -145,7 +146,11 @@ def main() -> None:
             else:
                 problem = scenario(spark, example[1], tally)
                 tally.scenario_examples += 1
-        except Exception:
+        except Exception as e:
+            if _jvm_gone(e):
+                # Spark's JVM is gone (killed from outside, e.g. by the kernel's OOM killer):
+                # every later example would fail the same way, saying nothing of the controller.
+                raise JvmLost from e
             problem = traceback.format_exc()
         tally.examples += 1
         if problem:
@@ -158,8 +163,13 @@ def main() -> None:
             print(f"{tally.examples} examples, {tally.events} events, no failure", flush=True)
 
     started = time.monotonic()
-    with contextlib.suppress(TimeUp):
-        soak()
+    lost = False
+    try:
+        with contextlib.suppress(TimeUp):
+            soak()
+    except JvmLost:
+        lost = True
+        print("Spark's JVM died (see the kernel log): the soak stops here", file=sys.stderr)
     minutes = (time.monotonic() - started) / 60
     print(
         f"seed {chosen}: {tally.examples} examples ({tally.invariant_examples} invariant plans, "
@@ -171,7 +181,20 @@ def main() -> None:
         args.json.write_text(
             json.dumps({"seed": chosen, "minutes": round(minutes, 1), **asdict(tally)}, indent=1)
         )
-    sys.exit(1 if tally.failures else 0)
+    sys.exit(1 if tally.failures or lost else 0)
+
+
+def _jvm_gone(e: BaseException | None) -> bool:
+    """Whether ``e``, or an exception it arose from, is Py4J failing to reach the JVM."""
+    while e is not None:
+        if isinstance(e, (Py4JNetworkError, ConnectionRefusedError)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class JvmLost(BaseException):
+    """Spark's JVM died under the soak: it stops with what it has."""
 
 
 class TimeUp(BaseException):

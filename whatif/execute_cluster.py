@@ -167,8 +167,7 @@ class ExecutionCluster:
         logs = self.replication.logs
         if logs is None:
             return 0
-        stats = logs.fetch_stats(self.replication.conditions())
-        return sum(behind for _, behind, _ in stats.values())
+        return sum(g.behind for g in logs.fetch_stats(self.replication.conditions()))
 
     def _warm_up(self) -> int:
         """Let the followers copy the logs filled at t=0; the time it took (virtual ms).

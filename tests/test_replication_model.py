@@ -364,6 +364,8 @@ def test_readme_lists_every_event_type_emulation_key_and_replication_config_key(
     annotated = text[text.index("## A scenario, annotated") : text.index("## Event types")]
     assert all(f"\n  {name}: " in annotated for name in Emulation.model_fields)
     keys = ("replica.lag.max.messages", "log.message.format.version", "log.flush.interval.messages",
-            "log.flush.interval.ms", "flush.messages", "flush.ms")  # fmt: skip
+            "log.flush.interval.ms", "flush.messages", "flush.ms", "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate", "leader.replication.throttled.replicas",
+            "follower.replication.throttled.replicas")  # fmt: skip
     assert all(f"`{key}`" in text for key in keys)
     assert "--set KEY=VALUE" in text

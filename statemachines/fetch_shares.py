@@ -1,6 +1,7 @@
 """How a broker's fetch throughput is shared (``replication.Motion.fetch_rate``): per broker,
 what its followers at the leader's end need, how many are behind, how many it follows, grouped
-by the replication throttles that count the lagging ones (``replication_throttles``)."""
+by the replication throttles that count their bytes and whether they can hold them back
+(``replication_throttles``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ BROKER_BEHIND = "behind"
 BROKER_FOLLOWED = "followed"
 THROTTLED_LEADER = "throttled_leader"  # the leader whose rate counts the group, or NO_LEADER
 THROTTLED_FOLLOWER = "throttled_follower"  # the follower broker's rate counts the group
+HELD = "held"  # the rates that count the group can hold it back (it lags outside the ISR)
 
 
 def fetch_stats(table: DataFrame, c: Conditions) -> DataFrame:
     """Per broker that follows anything and per group of its followers by throttle (broker,
-    ``THROTTLED_LEADER``, ``THROTTLED_FOLLOWER``): the bytes/s its followers at the leader's end
-    need, how many followers are behind, and how many it follows, under ``c``. Followers at the
-    leader's end or in the ISR are never throttled: their group is (broker, NO_LEADER, false)."""
+    ``THROTTLED_LEADER``, ``THROTTLED_FOLLOWER``, ``HELD``): the bytes/s its followers at the
+    leader's end need, how many followers are behind, and how many it follows, under ``c``.
+    Without throttled replicas, one group per broker (NO_LEADER, false, false)."""
     w = s.width(table)
     m = Motion(c, w)
     table = m.prepare(table)
@@ -33,12 +35,12 @@ def fetch_stats(table: DataFrame, c: Conditions) -> DataFrame:
     for k in range(w):
         broker = s.replica_col(k)
         end = F.col(leo_col(k)) >= leader_leo
-        lagging = ~end & ~in_isr(k, w)
         slot = F.struct(
             F.col(broker).alias("b"),
             end.alias("end"),
-            rt.throttled_leader(c.throttles, lagging).alias("led"),
-            rt.throttled_follower(c.throttles, broker, lagging).alias("follows"),
+            rt.counting_leader(c.throttles).alias("led"),
+            rt.counting_follower(c.throttles, broker).alias("follows"),
+            rt.held(c.throttles, ~end & ~in_isr(k, w)).alias("held"),
         )
         slots.append(F.when(m.fetching(k), slot))
     fetchers = F.filter(F.array(*slots), lambda x: x.isNotNull())
@@ -47,6 +49,7 @@ def fetch_stats(table: DataFrame, c: Conditions) -> DataFrame:
         F.col("f.b").alias(s.BROKER),
         F.col("f.led").alias(THROTTLED_LEADER),
         F.col("f.follows").alias(THROTTLED_FOLLOWER),
+        F.col("f.held").alias(HELD),
     ).agg(
         F.sum(F.when(F.col("f.end"), F.col("_need")).otherwise(0.0)).alias(BROKER_DEMAND),
         F.sum((~F.col("f.end")).cast("long")).alias(BROKER_BEHIND),

@@ -283,7 +283,7 @@ def copy_lineage(follower: Lineage, leader: Lineage, start: int, end: int) -> Li
 def fetch_stats(rows: list[Row], c: r.Conditions) -> list[Row]:
     """``fetch_shares.fetch_stats`` over rows: per broker that follows anything and per group
     of its followers by the throttles that count them, in key order."""
-    stats: dict[tuple[int, int, bool], list[Any]] = {}
+    stats: dict[tuple[int, int, bool, bool], list[Any]] = {}
     th = c.throttles
     for row in rows:
         w = width(row)
@@ -297,18 +297,18 @@ def fetch_stats(rows: list[Row], c: r.Conditions) -> list[Row]:
                 continue
             broker = row[s.replica_col(k)]
             at_end = row[r.leo_col(k)] >= m.leader_leo0
-            lagging = not at_end and not in_isr(row, k, w)
-            led = lagging and rt.listed_row(th.leader, topic, partition, leader)
-            follows = lagging and rt.listed_row(th.follower, topic, partition, broker)
-            key = (broker, leader if led else s.NO_LEADER, follows)
+            led = rt.listed_row(th.leader, topic, partition, leader)
+            follows = rt.listed_row(th.follower, topic, partition, broker)
+            held = bool(th.leader or th.follower) and not at_end and not in_isr(row, k, w)
+            key = (broker, leader if led else s.NO_LEADER, follows, held)
             entry = stats.setdefault(key, [0.0, 0, 0])
             entry[0] += need if at_end else 0.0
             entry[1] += 0 if at_end else 1
             entry[2] += 1
     return [
         {
-            s.BROKER: b, fs.THROTTLED_LEADER: led, fs.THROTTLED_FOLLOWER: follows,
+            s.BROKER: b, fs.THROTTLED_LEADER: led, fs.THROTTLED_FOLLOWER: follows, fs.HELD: held,
             fs.BROKER_DEMAND: d, fs.BROKER_BEHIND: n, fs.BROKER_FOLLOWED: f,
         }
-        for (b, led, follows), (d, n, f) in sorted(stats.items())
+        for (b, led, follows, held), (d, n, f) in sorted(stats.items())
     ]  # fmt: skip

@@ -13,13 +13,15 @@ list replicas as ``partition:broker`` (or ``*``: every replica of the topic). Ea
   (``ReplicaFetcherThread.shouldFollowerThrottle``; in sync is no lag behind the leader's high
   watermark, which a follower outside the ISR reaches only as it rejoins: the same replicas).
 
-So only followers outside the ISR are throttled, and each side's rate is an average over the
-throttled replicas of one broker. The table models it as rates: a follower behind the leader's
-end and outside the ISR takes at most its broker's follower share (``Throttles.follower_share``)
-when its replica is listed for the follower side, and at most its leader's leader share when the
-leader's replica is listed for the leader side. The driver deals the shares (what one throttled
-replica gets of a broker's rate); a follower at the leader's end is never throttled (it is in the
-ISR, or joins it at this step).
+So only followers outside the ISR are held back, yet both sides count the bytes of every listed
+replica against their rate, in the ISR or not (``quota.record``: "traffic from both in-sync and
+out of sync replicas"); a throttle below a listed partition's produce rate stops its copies. The
+table models the rates as shares: a follower behind the leader's end and outside the ISR takes
+at most its broker's follower share (``Throttles.follower_share``) when its replica is listed
+for the follower side, and at most its leader's leader share when the leader's replica is listed
+for the leader side. The driver deals the shares (what one held replica gets of what a rate
+leaves after the listed followers at the leader's end take their produce rate); a follower at the
+leader's end is never held back (it is in the ISR, or joins it at this step).
 
 Lists are keyed by the table's topic indices. ``listed`` and ``listed_row`` answer the same
 question, in Spark and on a row.
@@ -156,19 +158,23 @@ def capped(th: Throttles, share: Column, broker: str, outside_isr: Column) -> Co
     return F.least(*caps)
 
 
-def throttled_leader(th: Throttles, lagging: Column) -> Column:
-    """The leader broker when a lagging follower's fetches count against its leader's rate,
-    else NO_LEADER (a key of ``fetch_shares.fetch_stats``)."""
+def counting_leader(th: Throttles) -> Column:
+    """The leader broker when its leader rate counts what a follower fetches (the leader's
+    replica is listed), else NO_LEADER: a key of ``fetch_shares.fetch_stats``."""
     if not th.leader:
         return F.lit(s.NO_LEADER)
-    return F.when(lagging & listed(th.leader, s.LEADER), F.col(s.LEADER)).otherwise(s.NO_LEADER)
+    return F.when(listed(th.leader, s.LEADER), F.col(s.LEADER)).otherwise(s.NO_LEADER)
 
 
-def throttled_follower(th: Throttles, broker: str, lagging: Column) -> Column:
-    """A lagging follower's fetches count against its broker's follower rate."""
-    if not th.follower:
-        return F.lit(False)
-    return lagging & listed(th.follower, broker)
+def counting_follower(th: Throttles, broker: str) -> Column:
+    """The follower's broker's follower rate counts what it fetches (its replica is listed)."""
+    return listed(th.follower, broker) if th.follower else F.lit(False)
+
+
+def held(th: Throttles, lagging_outside_isr: Column) -> Column:
+    """Whether a follower is one the rates can hold back (false without throttled replicas,
+    so that each broker's followers stay one group)."""
+    return lagging_outside_isr if th.leader or th.follower else F.lit(False)
 
 
 # -- rows ----------------------------------------------------------------------------------------

@@ -572,7 +572,9 @@ def _normal(row: Row) -> Row:
 
 def _key(row: Row) -> tuple[Any, ...]:
     if s.BROKER in row:
-        return (row[s.BROKER], row[fs.THROTTLED_LEADER], row[fs.THROTTLED_FOLLOWER])
+        return tuple(
+            row[k] for k in (s.BROKER, fs.THROTTLED_LEADER, fs.THROTTLED_FOLLOWER, fs.HELD)
+        )
     if s.TOPIC in row:
         return (row[s.TOPIC], row[s.PARTITION])
     return (row.get(s.TOPIC_INDEX), row.get(s.PARTITION))

@@ -147,7 +147,10 @@ def test_broker_configs_merge_and_delete_in_their_znode_as_kafka_configs_does() 
 
 
 def test_without_throttles_each_broker_splits_its_throughput_equally() -> None:
-    groups = [FetchGroup(2, NO, False, 300.0, 3, 5), FetchGroup(3, NO, False, 900.0, 2, 4)]
+    groups = [
+        FetchGroup(2, NO, False, False, 300.0, 3, 5),
+        FetchGroup(3, NO, False, False, 900.0, 2, 4),
+    ]
     shares = deal(groups, {2: 1000.0, 3: 600.0, 4: 50.0}, {}, {})
     # Broker 2 keeps up with its followers at the end and shares the rest; 3 does not: every
     # follower gets an equal part; 4 follows nothing behind.
@@ -159,11 +162,11 @@ def test_without_throttles_each_broker_splits_its_throughput_equally() -> None:
 def test_throttle_rates_are_shared_max_min_fair() -> None:
     groups = [
         # Leader 1 throttles three lagging followers, on brokers 2, 3 and 4.
-        FetchGroup(2, 1, False, 0.0, 1, 1),
-        FetchGroup(3, 1, False, 0.0, 1, 1),
-        FetchGroup(4, 1, True, 0.0, 1, 1),  # also held by broker 4's follower rate
+        FetchGroup(2, 1, False, True, 0.0, 1, 1),
+        FetchGroup(3, 1, False, True, 0.0, 1, 1),
+        FetchGroup(4, 1, True, True, 0.0, 1, 1),  # also held by broker 4's follower rate
         # Broker 3 also copies an unthrottled follower.
-        FetchGroup(3, NO, False, 0.0, 1, 1),
+        FetchGroup(3, NO, False, False, 0.0, 1, 1),
     ]
     shares = deal(groups, dict.fromkeys((2, 3, 4), 100.0), {1: 30.0}, {4: 5.0})
     # 4's copy stops at 5 B/s; leader 1's other two take the 25 left, 12.5 each; broker 3's
@@ -171,6 +174,16 @@ def test_throttle_rates_are_shared_max_min_fair() -> None:
     assert shares.follower == {4: 5.0}
     assert shares.leader == {1: 12.5}
     assert shares.fetch == {2: 100.0, 3: 87.5, 4: 100.0}
+
+
+def test_listed_followers_in_the_isr_spend_the_rates_before_the_copies() -> None:
+    # Kafka counts the bytes of every listed follower: leader 1's two followers in the ISR on
+    # broker 2 need 800 B/s of produce, which leaves 200 of its 1,000 to the copy on broker 3.
+    groups = [FetchGroup(2, 1, False, False, 800.0, 0, 2), FetchGroup(3, 1, False, True, 0.0, 1, 1)]
+    capacity = {2: 1e6, 3: 1e6}
+    assert deal(groups, capacity, {1: 1_000.0}, {}).leader == {1: 200.0}
+    # Below the produce rate the copy stops (Kafka's docs: throttle < BytesInPerSec).
+    assert deal(groups, capacity, {1: 600.0}, {}).leader == {1: 0.0}
 
 
 # -- the rates of the followers they hold --------------------------------------------------------
@@ -209,12 +222,13 @@ def test_only_lagging_followers_outside_the_isr_are_throttled() -> None:
     assert p0["leo_2"] == 400 + 600  # in the ISR: its fetch share (100/s), up to the leader
     assert p1["leo_1"] == 50  # its leader's share: 500 B/s
     assert p1["leo_2"] == 1_000
-    groups = rr.fetch_stats(rows, c)
-    assert [(g[s.BROKER], g[fs.THROTTLED_LEADER], g[fs.THROTTLED_FOLLOWER]) for g in groups] == [
-        (2, NO, False),  # p1's 2 at the end
-        (2, NO, True),  # p0's 2
-        (3, NO, False),  # p0's 3, in the ISR
-        (3, 1, False),  # p1's 3, held by leader 1
+    # Grouped by the rates that count their bytes (listed) and whether they can be held back.
+    keys = (s.BROKER, fs.THROTTLED_LEADER, fs.THROTTLED_FOLLOWER, fs.HELD)
+    assert [tuple(g[k] for k in keys) for g in rr.fetch_stats(rows, c)] == [
+        (2, NO, True, True),  # p0's 2
+        (2, 1, True, False),  # p1's 2, at the end
+        (3, NO, True, False),  # p0's 3, in the ISR
+        (3, 1, False, True),  # p1's 3
     ]
     bare = dataclasses.replace(c, throttles=rt.Throttles())
     assert rr.advance(rows, bare, 20_000)[0]["leo_1"] == 1_000  # unthrottled: 100/s

@@ -293,8 +293,8 @@ class RowLogs:
 
 def _group(x: Mapping[str, Any]) -> FetchGroup:
     return FetchGroup(
-        x[s.BROKER], x[fs.THROTTLED_LEADER], x[fs.THROTTLED_FOLLOWER], x[fs.BROKER_DEMAND],
-        x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED],
+        x[s.BROKER], x[fs.THROTTLED_LEADER], x[fs.THROTTLED_FOLLOWER], x[fs.HELD],
+        x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED],
     )  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """Each broker's fetch throughput and replication throttles dealt to its followers, per step.
 
 The brokers' followers are counted in groups (``fetch_shares.fetch_stats``): per follower broker,
-by the leader whose ``leader.replication.throttled.rate`` counts them (or none) and whether its
-own ``follower.replication.throttled.rate`` does. Three kinds of limit then hold for a step:
+by the leader whose ``leader.replication.throttled.rate`` counts their bytes (or none), whether its
+own ``follower.replication.throttled.rate`` does, and whether the rates can hold them back (they
+lag outside the ISR). Three kinds of limit then hold for a step:
 
 * a broker's fetch throughput: followers at the leader's end take what they need while it keeps
   up, and the followers behind share the rest; when it does not keep up, all its followers share
@@ -11,6 +12,12 @@ own ``follower.replication.throttled.rate`` does. Three kinds of limit then hold
   fetchers take for throttled partitions);
 * a leader's leader rate, over the throttled followers it serves, on any broker (Kafka's leader
   quota: the bytes it returns for throttled partitions).
+
+Kafka counts the bytes of every listed follower against a rate, and holds back only those
+outside the ISR; here what the listed followers at the leader's end need (their produce rate)
+comes off the rates first, and the followers held back share the rest (none when the produce
+rate of the listed partitions passes the throttle: the copies stop, as Kafka's documentation
+warns). A listed follower in the ISR that catches up counts against its broker's throughput only.
 
 Kafka's quotas stop throttled fetches while a rate is exceeded and let them go again below it,
 so over its window each rate is spent on whichever throttled replicas can take more. ``deal``
@@ -43,6 +50,7 @@ class FetchGroup(NamedTuple):
     broker: int
     throttled_leader: int  # NO_LEADER: no leader rate counts them
     throttled_follower: bool
+    held: bool  # the rates can hold them back: they lag outside the ISR
     demand: float  # bytes/s the followers at the leader's end need
     behind: int
     followed: int
@@ -76,6 +84,12 @@ def deal(
         followed[g.broker] += g.followed
     limits: dict[Limit, float] = {}
     flows: list[tuple[int, list[Limit]]] = []  # followers of one kind, and what limits them
+    rates = {("leader", b): float(v) for b, v in leader_rates.items()}
+    rates.update({("follower", b): float(v) for b, v in follower_rates.items()})
+    for g in groups:  # the listed followers at the leader's end take their need off the rates
+        for limit in _counting(g):
+            if limit in rates:
+                rates[limit] = max(rates[limit] - g.demand, 0.0)
     caught: dict[int, float] = {}
     for b in sorted(capacity):
         if demand[b] <= capacity[b]:  # followers at the end keep up; the rest share what is left
@@ -87,28 +101,34 @@ def deal(
     for g in sorted(groups):
         if g.broker not in capacity or g.behind == 0:
             continue
-        held: list[Limit] = [("fetch", g.broker)]
-        if g.throttled_follower and g.broker in follower_rates:
-            held.append(("follower", g.broker))
-            limits[held[-1]] = float(follower_rates[g.broker])
-        if g.throttled_leader != s.NO_LEADER and g.throttled_leader in leader_rates:
-            held.append(("leader", g.throttled_leader))
-            limits[held[-1]] = float(leader_rates[g.throttled_leader])
-        flows.append((g.behind, held))
+        holding = [("fetch", g.broker)]
+        if g.held:
+            holding += [limit for limit in _counting(g) if limit in rates]
+            limits.update({limit: rates[limit] for limit in holding[1:]})
+        flows.append((g.behind, holding))
     levels = fill(limits, flows)
     # A limit that never fills holds no follower below its whole amount (and one with no
     # followers at all is the equal split of nothing, as for one follower).
     fetch = {b: levels.get(("fetch", b), limits[("fetch", b)]) for b in sorted(capacity)}
     for b in sorted(capacity):
         caught.setdefault(b, fetch[b])
+    shares = {limit: levels.get(limit, left) for limit, left in sorted(rates.items())}
     return Shares(
         fetch=fetch,
         caught=caught,
-        leader={b: levels.get(("leader", b), float(r)) for b, r in sorted(leader_rates.items())},
-        follower={
-            b: levels.get(("follower", b), float(r)) for b, r in sorted(follower_rates.items())
-        },
+        leader={b: v for (kind, b), v in shares.items() if kind == "leader"},
+        follower={b: v for (kind, b), v in shares.items() if kind == "follower"},
     )
+
+
+def _counting(g: FetchGroup) -> list[Limit]:
+    """The throttle rates that count a group's bytes."""
+    out: list[Limit] = []
+    if g.throttled_follower:
+        out.append(("follower", g.broker))
+    if g.throttled_leader != s.NO_LEADER:
+        out.append(("leader", g.throttled_leader))
+    return out
 
 
 def fill(

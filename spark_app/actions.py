@@ -115,6 +115,13 @@ class Actor:
         if event.from_ in ("zookeeper", "both"):
             self._unreachable_from_zookeeper(event.brokers, event.duration)
 
+    def set_broker_config(self, event: se.SetBrokerConfig) -> None:
+        for b in event.brokers:
+            held = admin.set_broker_config(
+                self.zk, b, event.config.overrides(), event.config.deleted()
+            )
+            self.replication().broker_config_changed(b, held)
+
     def power_loss(self, event: se.PowerLoss) -> None:
         for b in event.brokers:
             self.cluster.crash(b)
@@ -169,6 +176,7 @@ class Actor:
         assignment = {p: listed.get(p, placed.get(p, [])) for p in range(spec.partitions)}
         validate_topic_create(spec.name, assignment, self.topics())
         admin.create_topic(self.zk, spec.name, assignment, spec.config.overrides())
+        self._brokers_see_topic_config(spec.name, spec.config.overrides())
 
     def add_partitions(self, event: se.AddPartitions) -> None:
         validate_topic_exists(event.topic, self.topics(), "add")
@@ -191,10 +199,16 @@ class Actor:
     def set_topic_config(self, event: se.SetTopicConfig) -> None:
         validate_topic_exists(event.topic, self.topics(), "config")
         merged = admin.set_topic_config(self.zk, event.topic, event.config.overrides())
+        self._brokers_see_topic_config(event.topic, merged)
         active = self.controller()
         # The controller broker's config handler raises the event when unclean turns on.
         if active is not None and merged.get("unclean.leader.election.enable") == "true":
             active.events.put(ev.TopicUncleanLeaderElectionEnable(event.topic))
+
+    def _brokers_see_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        # The brokers' TopicConfigHandler: the replication model reads what they apply.
+        if self.cluster.replication is not None:
+            self.cluster.replication.topic_config_changed(topic, config)
 
     # -- admin: reassignments and elections ----------------------------------------------------
 
@@ -253,4 +267,5 @@ ACTIONS: dict[type[Any], Callable[[Actor, Any], None]] = {
     se.NetworkPartition: Actor.network_partition,
     se.PowerLoss: Actor.power_loss,
     se.BrokerRestart: Actor.broker_restart,
+    se.SetBrokerConfig: Actor.set_broker_config,
 }

@@ -43,7 +43,8 @@ from pyspark.sql import functions as F
 
 from statemachines import replication_epochs as epochs
 from statemachines import schemas as s
-from statemachines.columns import in_list, literal_array
+from statemachines.columns import in_list, isr, literal_array
+from statemachines.replication_throttles import Throttles, capped
 
 LEADER_START = "leader_start"
 ACKED = "acked"
@@ -112,7 +113,7 @@ class Conditions:
     """What holds from ``start_ms`` to the next step: driver facts, literals in the plan.
 
     Broker sets hold ids; maps are keyed by broker id or topic index. A broker missing from
-    ``fetch_share`` fetches nothing.
+    ``fetch_share`` fetches nothing; ``throttles`` cap the shares of lagging followers.
     """
 
     start_ms: int
@@ -120,6 +121,7 @@ class Conditions:
     serving: frozenset[int] = frozenset()  # brokers that answer fetches and take produce
     fetch_share: Mapping[int, float] = field(default_factory=dict)  # bytes/s, lagging replica
     caught_share: Mapping[int, float] = field(default_factory=dict)  # bytes/s, caught-up one
+    throttles: Throttles = field(default_factory=Throttles)  # KIP-73 throttles, their shares
     rates: Mapping[int, float] = field(default_factory=dict)  # topic -> records/s per partition
     rate_anchors: Mapping[int, int] = field(default_factory=dict)  # topic -> when its rate was set
     bytes_per_record: Mapping[int, int] = field(default_factory=dict)  # topic -> bytes
@@ -176,10 +178,6 @@ def replace(table: DataFrame, updates: Mapping[str, Column]) -> DataFrame:
 
 def replicas(w: int) -> list[Column]:
     return [F.col(s.replica_col(k)) for k in range(w)]
-
-
-def isr(w: int) -> list[Column]:
-    return [F.col(s.isr_col(k)) for k in range(w)]
 
 
 def is_leader(k: int) -> Column:
@@ -258,9 +256,11 @@ class Motion:
                 & member(leader, c.serving)
             )
             at_end = F.col(leo_col(k)) >= F.col(_LEADER_LEO)
-            share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(
-                _lookup(c.fetch_share, "double", broker)
-            )
+            lagging = capped(
+                c.throttles, _lookup(c.fetch_share, "double", broker), s.replica_col(k),
+                ~in_isr(k, self.w),
+            )  # fmt: skip
+            share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(lagging)
             cols[_rate_col(k)] = share / size
         first = {_LEADER_LEO: cols.pop(_LEADER_LEO)}
         return table.withColumns(first).withColumns(cols)

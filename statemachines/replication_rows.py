@@ -20,6 +20,7 @@ from typing import Any
 from statemachines import fetch_shares as fs
 from statemachines import reference_replication as ref
 from statemachines import replication as r
+from statemachines import replication_throttles as rt
 from statemachines import schemas as s
 
 Row = dict[str, Any]
@@ -138,6 +139,7 @@ class Motion:
     def __init__(self, row: Row, c: r.Conditions, w: int) -> None:
         self.row, self.c, self.w = row, c, w
         topic, leader = row[s.TOPIC_INDEX], row[s.LEADER]
+        key = (topic, row[s.PARTITION])
         serves = leader != s.NO_LEADER and leader in c.serving
         producing = serves and isr_size(row, w) >= min_isr_of(c, row)
         self.leader_leo0: int = leader_value(row, w, r.leo_col, 0)
@@ -151,6 +153,9 @@ class Motion:
             self.fetching.append(is_follower(row, k) and serves and broker in c.fetching)
             at_end = row[r.leo_col(k)] >= self.leader_leo0
             share = (c.caught_share if at_end else c.fetch_share).get(broker, 0.0)
+            if not at_end:
+                outside = not in_isr(row, k, w)
+                share = rt.capped_row(c.throttles, share, key, broker, leader, outside)
             self.rates.append(divided(share, size))
 
     @property
@@ -276,24 +281,34 @@ def copy_lineage(follower: Lineage, leader: Lineage, start: int, end: int) -> Li
 
 
 def fetch_stats(rows: list[Row], c: r.Conditions) -> list[Row]:
-    """Per broker that follows anything, by broker id: the bytes/s its followers at the leader's
-    end need (``BROKER_DEMAND``), how many are behind and how many it follows."""
-    stats: dict[int, list[Any]] = {}
+    """``fetch_shares.fetch_stats`` over rows: per broker that follows anything and per group
+    of its followers by the throttles that count them, in key order."""
+    stats: dict[tuple[int, int, bool, bool], list[Any]] = {}
+    th = c.throttles
     for row in rows:
         w = width(row)
         m = Motion(row, c, w)
+        topic, partition, leader = row[s.TOPIC_INDEX], row[s.PARTITION], row[s.LEADER]
         # Unlike the fetch rates, the demand takes the size without the floor of 1: a topic of
         # unknown size needs nothing (as ``replication.fetch_stats`` does).
-        need = m.rate * int(c.bytes_per_record.get(row[s.TOPIC_INDEX], 0))
+        need = m.rate * int(c.bytes_per_record.get(topic, 0))
         for k in range(w):
             if not m.fetching[k]:
                 continue
+            broker = row[s.replica_col(k)]
             at_end = row[r.leo_col(k)] >= m.leader_leo0
-            entry = stats.setdefault(row[s.replica_col(k)], [0.0, 0, 0])
+            led = rt.listed_row(th.leader, topic, partition, leader)
+            follows = rt.listed_row(th.follower, topic, partition, broker)
+            held = bool(th.leader or th.follower) and not at_end and not in_isr(row, k, w)
+            key = (broker, leader if led else s.NO_LEADER, follows, held)
+            entry = stats.setdefault(key, [0.0, 0, 0])
             entry[0] += need if at_end else 0.0
             entry[1] += 0 if at_end else 1
             entry[2] += 1
     return [
-        {s.BROKER: b, fs.BROKER_DEMAND: d, fs.BROKER_BEHIND: n, fs.BROKER_FOLLOWED: f}
-        for b, (d, n, f) in sorted(stats.items())
-    ]
+        {
+            s.BROKER: b, fs.THROTTLED_LEADER: led, fs.THROTTLED_FOLLOWER: follows, fs.HELD: held,
+            fs.BROKER_DEMAND: d, fs.BROKER_BEHIND: n, fs.BROKER_FOLLOWED: f,
+        }
+        for (b, led, follows, held), (d, n, f) in sorted(stats.items())
+    ]  # fmt: skip

@@ -1,6 +1,7 @@
 """The replication table's transforms compile to generated code at the widths of real replica
-sets (RF 3, and 4 while a replica moves): a plan past the JVM's 64 KB method limit runs without
-generated code, seconds slower per step at scale (Spark only logs it)."""
+sets (RF 3, and 4 while a replica moves), replication throttles included: a plan past the JVM's
+64 KB method limit runs without generated code, seconds slower per step at scale (Spark only
+logs it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from statemachines import fetch_shares as fs
 from statemachines import isr_expiration as ie
 from statemachines import leader_and_isr as lai
 from statemachines import replication as r
+from statemachines import replication_throttles as rt
 from statemachines import schemas as s
 from statemachines.local_rows import local_frame
 
@@ -50,6 +52,13 @@ def test_every_step_of_the_replication_table_is_generated_code(
         serving=brokers,
         fetch_share=dict.fromkeys(BROKERS, 1e6),
         caught_share=dict.fromkeys(BROKERS, 1e12),
+        # Throttles on both sides, listed past ten replicas (a hash-set lookup) and a topic '*'.
+        throttles=rt.Throttles(
+            leader=rt.ThrottledReplicas(frozenset((0, p, b) for p in range(8) for b in BROKERS)),
+            follower=rt.ThrottledReplicas(frozenset({(0, 1, 2)}), frozenset({0})),
+            leader_share=dict.fromkeys(BROKERS, 5e5),
+            follower_share=dict.fromkeys(BROKERS, 2e5),
+        ),
         rates={0: 10.0},
         rate_anchors={0: 0},
         bytes_per_record={0: 1024},

@@ -77,6 +77,8 @@ def problems(data: dict[str, Any], overrides: tuple[str, ...] = ()) -> dict[str,
         ({"type": "power_loss", "brokers": [1, 2]}, ev.PowerLoss, {"brokers": (1, 2)}),
         ({"type": "broker_restart", "brokers": [2]}, ev.BrokerRestart, {"clean": True}),
         ({"type": "broker_restart", "brokers": [2], "clean": False}, ev.BrokerRestart, {"clean": False}),
+        ({"type": "set_broker_config", "brokers": [1, 2], "config": {"leader.replication.throttled.rate": "5000"}},
+         ev.SetBrokerConfig, {"brokers": (1, 2)}),
     ],
 )  # fmt: skip
 def test_each_replication_event_parses_to_its_model(
@@ -107,11 +109,13 @@ def test_every_replication_event_round_trips_through_yaml() -> None:
         {"type": "network_partition", "brokers": [2], "from": "both", "duration": "10s"},
         {"type": "power_loss", "brokers": [1]},
         {"type": "broker_restart", "brokers": [3], "clean": False},
-    )
+        {"type": "set_broker_config", "brokers": [2], "config": {"follower.replication.throttled.rate": None}},
+    )  # fmt: skip
     s = scenario_from_data(data)
     dumped = s.model_dump(mode="json")
     assert dumped["events"][5]["from"] == "both" and "from_" not in dumped["events"][5]
     assert parse_scenario(yaml.safe_dump(dumped, sort_keys=False)) == s
+    assert dumped["events"][8]["config"] == {"follower.replication.throttled.rate": None}
 
 
 # -- bad input: one problem each, at its YAML path ---------------------------------------------
@@ -360,6 +364,8 @@ def test_readme_lists_every_event_type_emulation_key_and_replication_config_key(
     annotated = text[text.index("## A scenario, annotated") : text.index("## Event types")]
     assert all(f"\n  {name}: " in annotated for name in Emulation.model_fields)
     keys = ("replica.lag.max.messages", "log.message.format.version", "log.flush.interval.messages",
-            "log.flush.interval.ms", "flush.messages", "flush.ms")  # fmt: skip
+            "log.flush.interval.ms", "flush.messages", "flush.ms", "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate", "leader.replication.throttled.replicas",
+            "follower.replication.throttled.replicas")  # fmt: skip
     assert all(f"`{key}`" in text for key in keys)
     assert "--set KEY=VALUE" in text

@@ -133,6 +133,33 @@ def test_a_reassignment_completes_when_the_new_replica_has_copied_the_log(
     assert summary["isr_expands"] == 1 and summary["acked_records_lost"] == 0
 
 
+def test_throttles_hold_the_copies_outside_the_isr_and_never_the_isr(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    summary, partitions, brokers, events = _play(spark, "throttled-reassignment", tmp_path)
+    # Leader 1's 1,024,000 B/s shared by the two new replicas: 500 records/s each from 10 s,
+    # 25,000 of 50,000 by 60 s; then 4,096,000 B/s: 2,000 records/s each, done at 72.5 s.
+    # busy's follower, out of the ISR at 120 s, copies its 8,000 records from 125 s at 4,000
+    # records/s: back at 127 s (a copy is seen within two records' time, the ms after).
+    moved, shrunk, rejoined = _at(events, "AlterIsrReceived")
+    assert 72_500 <= moved <= 72_503 and shrunk == 120_000 and 127_000 <= rejoined <= 127_002
+    assert [(b["virtual_time_ms"], b["UnderReplicatedPartitions"]) for b in brokers] == [
+        (0, 0),
+        (10_000, 2),
+        (moved, 0),
+        (120_000, 1),
+        (rejoined, 0),
+    ]
+    final = {(p["topic"], p["partition"]): p for p in partitions}
+    assert [final["moving", n]["isr"] for n in (0, 1)] == [[1, 3], [1, 4]]
+    assert final["moving", 1]["log_end_offsets"] == {"1": 50_000, "4": 50_000}
+    # The 100 MB burst at 20 s, to the follower in the ISR, is not throttled (100 s and more):
+    # the only shrink is the fetchers' stop.
+    assert summary["isr_shrinks"] == 1 and summary["isr_expands"] == 3
+    assert final["busy", 0]["isr"] == [1, 2]
+    assert final["busy", 0]["log_end_offsets"] == {"1": 108_000, "2": 108_000}
+
+
 def test_a_slow_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_up(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -27,6 +27,7 @@ from statemachines import leader_and_isr_rows as lair
 from statemachines import reference_replication as ref
 from statemachines import replication as r
 from statemachines import replication_rows as rr
+from statemachines import replication_throttles as rt
 from statemachines import schemas as s
 from statemachines.local_rows import local_frame
 from statemachines.replication_epochs import EPOCHS_TYPE
@@ -280,20 +281,52 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
 
 
 @st.composite
-def conditions(draw: st.DrawFn, start: int) -> r.Conditions:
+def throttles(draw: st.DrawFn, table: list[Row]) -> rt.Throttles:
+    """Throttled replicas mostly among the table's followers that lag outside the ISR (those a
+    throttle holds) and their leaders, sometimes past ten (where Spark's IN becomes a hash set),
+    a topic listed '*' now and then, and shares on most brokers."""
+    held, lagging, leading = [], [], []
+    for row in table:
+        w, key = rr.width(row), (row[s.TOPIC_INDEX], row[s.PARTITION])
+        leader_leo = rr.leader_value(row, w, r.leo_col, 0)
+        for k in range(w):
+            broker = row[s.replica_col(k)]
+            if broker == s.EMPTY_SLOT:
+                continue
+            held.append((*key, broker))
+            if row[r.leo_col(k)] < leader_leo and not rr.in_isr(row, k, w):
+                lagging.append((*key, broker))
+                leading.append((*key, row[s.LEADER]))
+    anywhere = st.tuples(*(st.sampled_from(x) for x in (TOPICS, range(30), BROKERS)))
+    shares = st.dictionaries(
+        st.sampled_from(BROKERS), st.sampled_from([0.0, 0.5, 100.0, 5e4]), min_size=4
+    )
+
+    def side(likely: list[tuple[int, int, int]]) -> rt.ThrottledReplicas:
+        listed = st.one_of(st.sampled_from(likely or held), st.sampled_from(held), anywhere)
+        everything = draw(st.frozensets(st.sampled_from(TOPICS), max_size=1))
+        replicas = draw(st.lists(listed, min_size=4, max_size=24))
+        return rt.ThrottledReplicas(frozenset(replicas), everything)
+
+    return rt.Throttles(side(leading), side(lagging), draw(shares), draw(shares))
+
+
+@st.composite
+def conditions(draw: st.DrawFn, start: int, table: list[Row]) -> r.Conditions:
     few = st.frozensets(st.sampled_from(BROKERS), max_size=2)
     serving = frozenset(BROKERS) - draw(few)
     # Shares stay below what overflows Spark's longs over these steps (see the xfail below).
-    shares = st.dictionaries(
-        st.sampled_from(BROKERS), st.sampled_from([0.0, 0.5, 100.0, 1024.0, 5e4, 1e6, 1e15])
-    )
+    values = st.sampled_from([0.0, 0.5, 100.0, 1024.0, 5e4, 1e6, 1e15])
+    shares = st.dictionaries(st.sampled_from(BROKERS), values)
     by_topic = st.sampled_from(TOPICS)
     return r.Conditions(
         start_ms=start,
         fetching=serving - draw(few),
         serving=serving,
-        fetch_share=draw(shares),
+        # Most brokers with a share, so that the throttles' shares come below some.
+        fetch_share=draw(st.dictionaries(st.sampled_from(BROKERS), values, min_size=4)),
         caught_share=draw(shares),
+        throttles=draw(throttles(table)),
         rates=draw(
             st.dictionaries(by_topic, st.sampled_from([0, 0.5, 1.0, 3.7, 100.0, 1e3]), min_size=2)
         ),
@@ -383,7 +416,7 @@ def cases(draw: st.DrawFn) -> Case:
     return Case(
         w=w,
         table=table,
-        c=draw(conditions(start)),
+        c=draw(conditions(start, table)),
         end_ms=start + draw(st.integers(0, 60_000)),
         rule=ie.IsrRule(
             lag_ms=draw(st.sampled_from([1_000, 10_000, 30_000])),
@@ -539,7 +572,9 @@ def _normal(row: Row) -> Row:
 
 def _key(row: Row) -> tuple[Any, ...]:
     if s.BROKER in row:
-        return (row[s.BROKER],)
+        return tuple(
+            row[k] for k in (s.BROKER, fs.THROTTLED_LEADER, fs.THROTTLED_FOLLOWER, fs.HELD)
+        )
     if s.TOPIC in row:
         return (row[s.TOPIC], row[s.PARTITION])
     return (row.get(s.TOPIC_INDEX), row.get(s.PARTITION))

@@ -12,6 +12,9 @@ broker 3, 4 and 5 in turn. ``execute-sizes.csv`` gives them 102.4, 51.2 and 25.6
   100 MB/s, so the largest decides: 1.024 s.
 * ``--max-moves 2``: a-0 and a-1 first; a-2 starts when a-1 completes (0.512 s) and ends at
   0.768 s, before a-0: 2 waves, 1.024 s.
+* ``--throttle 10000000``: one wave, and the throttles the tool sets; broker 1 leads the three
+  partitions and shares its leader rate between the three new replicas: every byte at 10 MB/s,
+  179.2 MB in 17.92 s.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -197,6 +201,24 @@ def test_a_cluster_wide_cap_starts_a_move_when_one_completes(tmp_path: Path) -> 
     assert _after(waves[1]["started_s"], _copy_s(SIZES[1]))
     assert _after(waves[1]["finished_s"], _copy_s(SIZES[1]) + _copy_s(SIZES[2]), waves=2)
     assert _after(waves[0]["finished_s"], _copy_s(SIZES[0]))
+
+
+def test_a_throttle_shares_the_leaders_rate_between_the_new_replicas(tmp_path: Path) -> None:
+    # --throttle 10 MB/s, as the tool sets it: partitions 0, 1, 2 all lead on broker 1, whose
+    # leader rate the three new replicas share (each new broker's own follower rate holds one).
+    # 3.33 MB/s each until a-2's 25.6 MB are in at 7.68 s; 5 MB/s each until a-1's are at
+    # 12.8 s; 10 MB/s for a-0's last 51.2 MB: 17.92 s, all bytes at the leader's rate.
+    rc, out = _execute(tmp_path, "throttled", "--throttle", "10000000")
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["throttle_bytes_per_s"] == 10_000_000 and summary["fetch_mb_per_s"] == 100.0
+    assert summary["throttled_brokers"] == [1, 2, 3, 4, 5]
+    (wave,) = summary["per_wave"]
+    assert (wave["leader_throttled_replicas"], wave["follower_throttled_replicas"]) == (6, 3)
+    assert _after(summary["makespan_seconds"], sum(SIZES) / 10e6, waves=3)
+    moves = pq.read_table(out / "moves.parquet").to_pylist()
+    done = {x["partition"]: x["finished_s"] for x in moves}
+    assert _after(done[2], 7.68) and _after(done[1], 12.8, waves=2)
 
 
 def test_a_plan_kafka_refuses_exits_2_and_writes_nothing(

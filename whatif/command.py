@@ -167,7 +167,8 @@ def _execute_arguments(q: Any) -> None:
         "--throttle",
         type=_positive,
         metavar="BYTES_PER_S",
-        help="Kafka's replication throttle: caps each broker's fetch throughput",
+        help="kafka-reassign-partitions --throttle: the leader and follower replication "
+        "throttles it sets, on the moving replicas outside the ISR",
     )
 
 

@@ -4,13 +4,17 @@ The plan is read and checked as ``audit`` reads and checks it (``plan_check``); 
 problem Kafka refuses is an input error. Then the plan's topics are emulated with their logs
 (``execute_cluster``): Kafka's controller over brokers whose new replicas start empty and join
 the ISR once they have copied the partition's log at their broker's fetch throughput (shared by
-the replicas the broker copies at once); the controller then completes the reassignment (phase B
-of KIP-455, the removed replicas are deleted).
+the replicas the broker copies at once, within the throttles of ``--throttle``); the controller
+then completes the reassignment (phase B of KIP-455, the removed replicas are deleted).
 
 The executor (``execute_waves``) submits the moves that fit under the caps as one
 AlterPartitionReassignments request, a wave, and submits the next wave each time moves complete,
 until every move has completed. Virtual time counts from the first submission. Partitions of
 topics the plan does not name take no part: with no produce load nothing of theirs changes.
+
+With a throttle, each wave is submitted as ``kafka-reassign-partitions --execute --additional
+--throttle`` submits it (``execute_throttles``): the brokers' replication throttles then cap the
+copies of the new replicas, which are outside the ISR until they have copied the log.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.execute_cluster import ExecutionCluster, execution_scenario
+from whatif.execute_throttles import throttle_writes
 from whatif.execute_waves import Caps, Move, PartitionKey, WavePlanner
 from whatif.options import ExecuteOptions
 from whatif.plan_check import ERROR, ReassignmentPlan, check_plan, parse_plan
@@ -60,20 +65,17 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         )
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
-    fetch = options.fetch_mb_per_s
-    if options.throttle is not None:
-        # The emulated brokers know no throttle; with no produce load every fetch during the
-        # plan is a reassignment's copy, so the throttle caps each broker's fetch throughput.
-        fetch = min(fetch, options.throttle / 1_000_000)
     scenario = execution_scenario(
         {t: assignments[t] for t in sorted({m.topic for m in moves})},
         cluster.brokers,
         cluster.racks,
         {m.key: m.size_bytes for m in moves if m.adding},
-        fetch,
+        options.fetch_mb_per_s,
     )
-    result = _replay(spark, scenario, moves, caps) if moves else _Replay.empty()
-    return _answer(spark, options, plan, moves, result, problems, defaulted, fetch, caps)
+    result = _replay(spark, scenario, moves, caps, options.throttle) if moves else _Replay.empty()
+    return _answer(
+        spark, options, plan, moves, result, problems, defaulted, options.fetch_mb_per_s, caps
+    )
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -149,6 +151,8 @@ class _Replay:
         self.started: dict[PartitionKey, int] = {}
         self.finished: dict[PartitionKey, int] = {}
         self.wave_starts: list[int] = []
+        self.wave_throttles: list[tuple[int, int]] = []  # leader, follower replicas throttled
+        self.throttled_brokers: set[int] = set()
         self.timeline: list[tuple[int, int, int, int]] = []  # ms, in flight, URP, completed
         self.peak_moves = 0
         self.warm_up_ms = 0
@@ -167,7 +171,9 @@ class _Replay:
         return max(self.finished.values(), default=0)
 
 
-def _replay(spark: SparkSession, scenario: Scenario, moves: list[Move], caps: Caps) -> _Replay:
+def _replay(
+    spark: SparkSession, scenario: Scenario, moves: list[Move], caps: Caps, throttle: int | None
+) -> _Replay:
     out = _Replay()
     planner = WavePlanner(moves, caps)
     run = ExecutionCluster(spark, scenario)
@@ -183,6 +189,11 @@ def _replay(spark: SparkSession, scenario: Scenario, moves: list[Move], caps: Ca
                 for m in wave:
                     out.wave_of[m.key] = len(out.wave_starts)
                     out.started[m.key] = at
+                if throttle is not None:  # the tool's writes cover the moves still in flight
+                    writes = throttle_writes(planner.in_flight.values(), throttle)
+                    run.throttle(writes)
+                    out.throttled_brokers.update(writes.brokers)
+                    out.wave_throttles.append(writes.listed())
                 run.submit({m.key: m.after for m in wave})
                 out.peak_moves = max(out.peak_moves, len(planner.in_flight))
                 out.record(at, len(planner.in_flight), run.under_replicated())
@@ -228,6 +239,7 @@ def _answer(
             "finished_s": None if None in ends else _seconds(max(e for e in ends if e is not None)),
             "partitions": len(members),
             "bytes": sum(m.copied_bytes for m in members),
+            **_wave_throttle(result, i),
         })  # fmt: skip
     unfinished = [f"{m.topic}-{m.partition}" for m in moves if m.key not in result.finished]
     moved = [m for m in moves if m.adding or m.removing]
@@ -250,6 +262,7 @@ def _answer(
         "max_leader_moves": caps.leader,
         "fetch_mb_per_s": fetch_mb_per_s,
         "throttle_bytes_per_s": options.throttle,
+        "throttled_brokers": sorted(result.throttled_brokers),
         "partitions_default_size": defaulted,
         "default_partition_bytes": DEFAULT_PARTITION_BYTES,
         "warm_up_seconds": _seconds(result.warm_up_ms),
@@ -261,8 +274,8 @@ def _answer(
         f"execute {options.plan}: {len(moved)} partition(s) moved, "
         f"{summary['bytes_moved']:,} bytes copied in {len(waves)} wave(s)",
         f"makespan {summary['makespan_seconds']} s of virtual time at {fetch_mb_per_s:g} MB/s "
-        f"per broker; peak {result.peak_moves} move(s) in flight, {peak_urp} under-replicated "
-        "partition(s)",
+        f"per broker{_throttled(options.throttle, result)}; peak {result.peak_moves} move(s) in "
+        f"flight, {peak_urp} under-replicated partition(s)",
         f"caps: {caps.per_broker} move(s) per broker, "
         f"{'no' if caps.total is None else caps.total} cluster-wide cap, "
         f"{caps.leader} leader move(s)",
@@ -286,6 +299,18 @@ def _answer(
         _sections(result, waves, caps),
         {"timeline.jsonl": timeline},
     )
+
+
+def _wave_throttle(result: _Replay, wave: int) -> dict[str, int | None]:
+    """Replicas the wave's ``--throttle`` listed, per side (null without a throttle)."""
+    listed = result.wave_throttles[wave - 1] if result.wave_throttles else (None, None)
+    return {"leader_throttled_replicas": listed[0], "follower_throttled_replicas": listed[1]}
+
+
+def _throttled(throttle: int | None, result: _Replay) -> str:
+    if throttle is None:
+        return ""
+    return f", throttled to {throttle:,} B/s on {len(result.throttled_brokers)} broker(s)"
 
 
 def _moves_table(spark: SparkSession, moves: list[Move], result: _Replay) -> DataFrame:

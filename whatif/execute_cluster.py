@@ -6,7 +6,8 @@ topic with its current assignment, and at t=0 a ``produce`` event per moved part
 its leader's log with the partition's size. ``ExecutionCluster`` starts that scenario as ``kce
 run`` does, lets the existing followers copy the logs (the warm-up: the plan starts once every
 follower holds its partition's log, so the initial copy is not counted), then takes API
-reassignments (KIP-455) and steps virtual time from one thing that happens to the next.
+reassignments (KIP-455), and the throttles ``kafka-reassign-partitions --throttle`` writes with
+them, and steps virtual time from one thing that happens to the next.
 
 Record size: a topic's records are ``bytes_per_record`` bytes, the smallest power of two from
 1 KiB up that keeps its largest partition at most ``MAX_RECORDS`` records (1 KiB up to 1 GiB
@@ -34,9 +35,12 @@ from spark_app.replication_outputs import replication_settings
 from spark_app.runner import open_zookeeper, settings_of
 from spark_app.scenario import Scenario, ScenarioError, format_problems, scenario_from_data
 from spark_app.scenario import events as se
+from spark_app.scenario.broker_config import BrokerConfig
+from spark_app.scenario.kafka_config import TopicConfig
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions
 from whatif.cluster import WhatIfInputError
+from whatif.execute_throttles import ThrottleWrites
 from whatif.execute_waves import PartitionKey
 
 MIN_BYTES_PER_RECORD = 1024
@@ -167,8 +171,7 @@ class ExecutionCluster:
         logs = self.replication.logs
         if logs is None:
             return 0
-        stats = logs.fetch_stats(self.replication.conditions())
-        return sum(behind for _, behind, _ in stats.values())
+        return sum(g.behind for g in logs.fetch_stats(self.replication.conditions()))
 
     def _warm_up(self) -> int:
         """Let the followers copy the logs filled at t=0; the time it took (virtual ms).
@@ -215,6 +218,18 @@ class ExecutionCluster:
         return True
 
     # -- the plan -----------------------------------------------------------------------------
+    def throttle(self, writes: ThrottleWrites) -> None:
+        """The topic configs and broker rates ``kafka-reassign-partitions --throttle`` sets,
+        written as an admin writes them (the brokers apply them at once)."""
+        now = self.now_ms()
+        for topic, config in writes.topics.items():
+            self.actor.apply(
+                se.SetTopicConfig(at=now, topic=topic, config=TopicConfig.model_validate(config))
+            )
+        config = BrokerConfig.model_validate(writes.broker_config())
+        self.actor.apply(se.SetBrokerConfig(at=now, brokers=writes.brokers, config=config))
+        self.cluster.drain()
+
     def submit(self, targets: Mapping[PartitionKey, Sequence[int]]) -> None:
         """One AlterPartitionReassignments request for ``targets``, processed at once."""
         self.actor.alter_reassignments(

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.commit.checkpoint import local_checkpoint, release
+from controller.emulation.replication_quotas import FetchGroup
 from statemachines import fetch_shares as fs
 from statemachines import isr_expiration as ie
 from statemachines import isr_expiration_rows as isr_rows
@@ -26,7 +27,7 @@ from statemachines import schemas as s
 from statemachines.compact_rows import CompactRow
 from statemachines.local_rows import local_frame
 
-Stats = dict[int, tuple[float, int, int]]  # broker -> demand (bytes/s), behind, followed
+Stats = list[FetchGroup]  # the followers per broker, grouped by the throttles that count them
 Written = list[tuple[int, int, list[int], int]]  # topic index, partition, ISR, znode version
 RESULTS_SCHEMA = (
     "topic string, partition int, high_watermark bigint, log_end_offsets map<string,bigint>, "
@@ -97,10 +98,7 @@ class SparkLogs:
         self._swap(r.advance(self._current(), c, end_ms))
 
     def fetch_stats(self, c: r.Conditions) -> Stats:
-        return {
-            x[s.BROKER]: (x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED])
-            for x in fs.fetch_stats(self._current(), c).collect()
-        }
+        return [_group(x.asDict()) for x in fs.fetch_stats(self._current(), c).collect()]
 
     def isr_updates(
         self, c: r.Conditions, rule: ie.IsrRule, ticking: frozenset[int], now_ms: int
@@ -218,10 +216,7 @@ class RowLogs:
         self.rows = rows_rules.advance(self._current(), c, end_ms)
 
     def fetch_stats(self, c: r.Conditions) -> Stats:
-        return {
-            x[s.BROKER]: (x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED])
-            for x in rows_rules.fetch_stats(self._current(), c)
-        }
+        return [_group(x) for x in rows_rules.fetch_stats(self._current(), c)]
 
     def isr_updates(
         self, c: r.Conditions, rule: ie.IsrRule, ticking: frozenset[int], now_ms: int
@@ -294,6 +289,13 @@ class RowLogs:
 
     def loss_totals(self) -> tuple[int, int]:
         return lai_rows.loss_totals(self.rows or [])
+
+
+def _group(x: Mapping[str, Any]) -> FetchGroup:
+    return FetchGroup(
+        x[s.BROKER], x[fs.THROTTLED_LEADER], x[fs.THROTTLED_FOLLOWER], x[fs.HELD],
+        x[fs.BROKER_DEMAND], x[fs.BROKER_BEHIND], x[fs.BROKER_FOLLOWED],
+    )  # fmt: skip
 
 
 WRITTEN_SCHEMA = (

@@ -5,26 +5,29 @@ is doing (paused, fetchers stopped, slow, cut off), and steps from one moment to
 
 1. ``advance_to(t)`` moves every replica to ``t`` under the conditions of the interval (before
    anything at ``t`` happens);
-2. events at ``t`` change the conditions or the logs (a burst of records, a power loss);
+2. events at ``t`` change the conditions or the logs (a burst of records, a power loss, a
+   config the brokers read: ``config_handlers``);
 3. ``settle(t)``, after the controllers drained: the brokers receive what the controller
    committed (``leader_and_isr.receive``), the leaders apply the shrink rule where their
    ``isr-expiration`` task runs at ``t`` and the expand rule everywhere, and write the changes
    the way their ``inter.broker.protocol.version`` does (AlterIsr, or the state znode plus the
    ``isr-change-propagation`` task's notifications); then it asks when the rules will next
-   change something and sets a timer there (``isr_expiration.outlook``).
+   change something and sets a timer there (``isr_expiration.outlook``), and counts the
+   followers for the next interval's shares of throughput and throttles (``replication_quotas``).
 
 Nothing ticks: an hour in which nothing changes is one step.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
+from controller.emulation.config_handlers import ConfigHandlers
 from controller.emulation.isr_propagation import next_propagation, propagating
 from controller.emulation.replica_logs import ReplicaLogs, RowLogs, SparkLogs
+from controller.emulation.replication_quotas import FetchGroup, deal
 from controller.emulation.replication_records import (
     BrokerActivity,
     ReplicationSettings,
@@ -39,12 +42,7 @@ from statemachines import isr_expiration as ie
 from statemachines import replication as r
 from statemachines import schemas as s
 from statemachines.compact_rows import CompactRow
-
-log = logging.getLogger(__name__)
-
-# What a follower at the leader's end may copy while its broker keeps up: without bound in
-# effect, yet a copy over a year of virtual time stays far inside a long.
-KEEPS_UP_BYTES_PER_S = 1e12
+from statemachines.replication_throttles import Throttles
 
 
 class Replication:
@@ -82,11 +80,12 @@ class Replication:
         self.rates: dict[int, tuple[float, int]] = {}  # topic -> (records/s, since)
         self.sizes: dict[int, int] = {}  # topic -> bytes per record
         self.min_isr: dict[int, int] = {}
+        self.configs = ConfigHandlers(settings.min_isr)  # what the brokers read of the configs
         self.restarted: set[int] = set()
         self.totals = ReplicationTotals()
         self.timeline: list[Snapshot] = []
         self._seen: tuple[int, int, int] | None = None  # (controller, epoch, generation)
-        self._stats: dict[int, tuple[float, int, int]] = {}  # broker -> demand, behind, followed
+        self._stats: list[FetchGroup] = []  # the followers, as of the last step
         self._wakes: set[int] = set()
         self._gauges: Snapshot | None = None
         self._dirty = True
@@ -108,25 +107,20 @@ class Replication:
         ids = [b for b in self.brokers if self._alive(b)]
         serving = frozenset(b for b in ids if not self._paused(b) and not self._cut_off(b))
         fetching = frozenset(b for b in serving if self.activity(b).stopped_until <= self.now)
-        fetch_share: dict[int, float] = {}
-        caught_share: dict[int, float] = {}
-        for b in fetching:
+        capacity = {}
+        for b in sorted(fetching):
             a = self.activity(b)
-            capacity = self.settings.fetch_bytes_per_s / (
-                a.slow_factor if a.slow_until > self.now else 1.0
-            )
-            demand, behind, followed = self._stats.get(b, (0.0, 0, 0))
-            if demand <= capacity:  # followers at the end keep up; the rest share what is left
-                caught_share[b] = KEEPS_UP_BYTES_PER_S
-                fetch_share[b] = (capacity - demand) / max(behind, 1)
-            else:
-                caught_share[b] = fetch_share[b] = capacity / max(followed, 1)
+            slow = a.slow_factor if a.slow_until > self.now else 1.0
+            capacity[b] = self.settings.fetch_bytes_per_s / slow
+        shares = deal(self._stats, capacity, *self.configs.rates())
+        leader, follower = self.configs.throttled(self.topics)
         return r.Conditions(
             start_ms=self.now,
             fetching=fetching,
             serving=serving,
-            fetch_share=fetch_share,
-            caught_share=caught_share,
+            fetch_share=shares.fetch,
+            caught_share=shares.caught,
+            throttles=Throttles(leader, follower, shares.leader, shares.follower),
             rates={t: rate for t, (rate, _) in self.rates.items()},
             rate_anchors={t: since for t, (_, since) in self.rates.items()},
             bytes_per_record=self.sizes,
@@ -171,9 +165,8 @@ class Replication:
             if name not in self.topics:
                 self.topics[name] = len(self.topics)
         for name, entry in ctx.topics.items():
-            self.min_isr.setdefault(self.topics[name], self.settings.min_isr)
-            if "min.insync.replicas" in entry.config:
-                self.min_isr[self.topics[name]] = int(entry.config["min.insync.replicas"])
+            self.configs.topic_known(name, entry.config)
+            self.min_isr[self.topics[name]] = self.configs.min_isr(name)
             self.sizes.setdefault(self.topics[name], 1024)
         index = {e.index: self.topics[n] for n, e in ctx.topics.items()}
         held = ctx.table.driver
@@ -363,6 +356,18 @@ class Replication:
         c = self.conditions()
         indices = self._topic_indices(topics)
         self.logs.append(indices, partition, c.serving, records, acks != "all", c)
+        self._changed()
+
+    def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:
+        """The brokers' ``TopicConfigHandler``: ``/config/topics/<topic>`` now holds ``config``."""
+        self.configs.topic_changed(topic, config)
+        if topic in self.topics:
+            self.min_isr[self.topics[topic]] = self.configs.min_isr(topic)
+        self._changed()
+
+    def broker_config_changed(self, broker: int, config: dict[str, str]) -> None:
+        """The broker's ``BrokerConfigHandler``: ``/config/brokers/<broker>`` holds ``config``."""
+        self.configs.broker_changed(broker, config)
         self._changed()
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:

@@ -1,7 +1,7 @@
 """What admins and brokers (not the controller) write to ZooKeeper, in Kafka's layout.
 
 Kafka's ``AdminZkClient`` side of topic creation, partition addition, deletion requests,
-reassignment requests and topic configs (spec §9, §10), and the partition leader's side of an
+reassignment requests, topic configs and brokers' dynamic configs (spec §9, §10), and the partition leader's side of an
 ISR change (spec §12.4): the conditional state write and the ``/isr_change_notification``
 sequential node. The controller reacts to these through its watches, as on a real cluster.
 """
@@ -20,6 +20,7 @@ from controller.zk.models import (
     TopicConfig,
 )
 from controller.zk.paths import (
+    BrokerConfigZNode,
     DeleteTopicZNode,
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
@@ -56,6 +57,26 @@ def set_topic_config(client: ZkClient, topic: str, overrides: Mapping[str, str])
     merged = {**read_topic_config(client, topic), **overrides}
     payload = TopicConfigZNode.encode(TopicConfig(config=merged))
     path = TopicConfigZNode.path(topic)
+    if client.exists(path) is None:
+        client.create(path, payload, makepath=True)
+    else:
+        client.set(path, payload)
+    return merged
+
+
+def set_broker_config(
+    client: ZkClient, broker: int, overrides: Mapping[str, str], deleted: Iterable[str] = ()
+) -> dict[str, str]:
+    """``kafka-configs --entity-type brokers --entity-name <broker> --alter``: merge ``overrides``
+    into ``/config/brokers/<broker>`` and drop the ``deleted`` keys; returns what it now holds."""
+    path = BrokerConfigZNode.path(broker)
+    current: dict[str, str] = {}
+    if client.exists(path) is not None:
+        data, _ = client.get(path)
+        current = dict(BrokerConfigZNode.decode(data, path).config)
+    gone = set(deleted)
+    merged = {k: v for k, v in {**current, **overrides}.items() if k not in gone}
+    payload = BrokerConfigZNode.encode(TopicConfig(config=merged))
     if client.exists(path) is None:
         client.create(path, payload, makepath=True)
     else:

@@ -182,7 +182,8 @@ class LogDirEvent(BaseModel):
 
 
 class TopicConfig(BaseModel):
-    """``/config/topics/<t>``: topic-level overrides (values are strings)."""
+    """``/config/topics/<t>``: topic-level overrides (values are strings); ``/config/brokers/<id>``
+    holds a broker's dynamic overrides in the same format."""
 
     model_config = _STRICT
     version: Literal[1] = Field(1, description="Always 1.")

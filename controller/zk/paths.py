@@ -46,6 +46,7 @@ ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 FEATURE = "/feature"
 
@@ -301,12 +302,11 @@ class LogDirEventNotificationZNode:
         return cls.codec.decode(data, path)
 
 
-class TopicConfigZNode:
-    codec = JsonCodec(TopicConfig)
+class ConfigEntityZNode:
+    """``/config/<entity type>/<name>``: an entity's config overrides (Kafka's
+    ``ConfigEntityZNode``); one subclass per entity type names its path."""
 
-    @staticmethod
-    def path(topic: str) -> str:
-        return f"{CONFIG_TOPICS}/{topic}"
+    codec = JsonCodec(TopicConfig)
 
     @classmethod
     def encode(cls, value: TopicConfig) -> bytes:
@@ -315,6 +315,20 @@ class TopicConfigZNode:
     @classmethod
     def decode(cls, data: bytes | None, path: str) -> TopicConfig:
         return cls.codec.decode(data, path)
+
+
+class TopicConfigZNode(ConfigEntityZNode):
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{CONFIG_TOPICS}/{topic}"
+
+
+class BrokerConfigZNode(ConfigEntityZNode):
+    """``/config/brokers/<id>``: a broker's dynamic configs."""
+
+    @staticmethod
+    def path(broker: int) -> str:
+        return f"{CONFIG_BROKERS}/{broker}"
 
 
 class FeatureZNode:

@@ -5,9 +5,9 @@ Kafka controller event (spec §4.3) it leads to. Whether an event makes sense at
 exists, broker is up) is checked against the whole timeline in ``checks``.
 
 The replication events (``REPLICATION_EVENT_TYPES``) act below the controller: producers append
-to leaders, followers fetch, brokers pause, slow down, lose their network or their power. They
-reach the controller only through what Kafka's brokers do about them (ISR changes, expired
-sessions, restarts).
+to leaders, followers fetch, brokers pause, slow down, lose their network or their power, and
+take replication throttles. They reach the controller only through what Kafka's brokers do about
+them (ISR changes, expired sessions, restarts).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Strict, Tag
 
 from controller.events.controller_events import TopicPartition
+from spark_app.scenario.broker_config import BrokerConfig
 from spark_app.scenario.durations import Duration, PositiveDuration
 from spark_app.scenario.kafka_config import TopicConfig
 from statemachines.election_kinds import ElectionType
@@ -327,6 +328,15 @@ class BrokerRestart(_Event):
     )
 
 
+class SetBrokerConfig(_Event):
+    """``kafka-configs --entity-type brokers --alter``: the brokers' dynamic configs in
+    ``/config/brokers/<id>`` (null keys deleted), the replication throttle rates, in force at once."""
+
+    type: Literal["set_broker_config"] = Field("set_broker_config", description="event type")
+    brokers: Brokers = Field(description="brokers whose configs change (each its own znode)")
+    config: BrokerConfig = Field(description="dynamic configs to set (null: delete)")
+
+
 ScenarioEvent = Annotated[
     BrokerFailure
     | BrokerStartup
@@ -348,7 +358,8 @@ ScenarioEvent = Annotated[
     | SlowBroker
     | NetworkPartition
     | PowerLoss
-    | BrokerRestart,
+    | BrokerRestart
+    | SetBrokerConfig,
     Field(discriminator="type"),
 ]
 
@@ -374,6 +385,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "network_partition",
     "power_loss",
     "broker_restart",
+    "set_broker_config",
 )
 
 REPLICATION_EVENT_TYPES: tuple[str, ...] = EVENT_TYPES[EVENT_TYPES.index("produce") :]
@@ -381,7 +393,7 @@ REPLICATION_EVENT_TYPES: tuple[str, ...] = EVENT_TYPES[EVENT_TYPES.index("produc
 
 REPLICATION_EVENTS = (
     Produce, SetProduceRate, FetchStop, BrokerPause, SlowBroker, NetworkPartition, PowerLoss,
-    BrokerRestart,
+    BrokerRestart, SetBrokerConfig,
 )  # fmt: skip
 
 

@@ -8,6 +8,8 @@ from the scenario's ``kafka_version`` by ``KafkaConfig.resolve``.
 
 Three §17 keys are per broker, not cluster-wide, so the scenario spells them elsewhere:
 ``broker.id`` and ``broker.rack`` in ``cluster.brokers``, ``zookeeper.connect`` in ``zookeeper``.
+The replication throttle rates are dynamic broker configs in Kafka, set only with
+``kafka-configs`` (``broker_config.BrokerConfig``, in a ``set_broker_config`` event).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from spark_app.scenario.kafka_values import (
     kafka_version_tuple,
     unset_or,
 )
+from statemachines import replication_throttles as rt
 
 
 def version_defaults(kafka_version: str) -> dict[str, object]:
@@ -62,6 +65,15 @@ class KafkaConfig(BaseModel):
         "broker.id": "broker ids are set per broker in cluster.brokers[].id",
         "broker.rack": "racks are set per broker in cluster.brokers[].rack",
         "zookeeper.connect": "set it as zookeeper: {mode: kazoo, connect: 'host:port/chroot'}",
+        **dict.fromkeys(
+            ("leader.replication.throttled.rate", "follower.replication.throttled.rate"),
+            "a dynamic broker config in Kafka (kafka-configs, not server.properties): set it "
+            "with a set_broker_config event",
+        ),
+        **dict.fromkeys(
+            ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"),
+            "a topic config: set it in cluster.topics[].config or with a set_topic_config event",
+        ),
     }
 
     zookeeper_session_timeout_ms: KafkaInt = _key(
@@ -268,6 +280,22 @@ def _cleanup_policy(value: object) -> str:
     return ",".join(policies)
 
 
+def _throttled_replicas(value: object) -> str:
+    # Kafka's ThrottledReplicaListValidator; a LIST type, so a YAML list is joined by commas.
+    if isinstance(value, list | tuple):
+        value = ",".join(str(item) for item in value)
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{value!r} is not a list of replicas; quote it, e.g. '1:2' or '*' (YAML reads an "
+            "unquoted 1:2 as the number 62 and * as an alias)"
+        )
+    rt.parse(value)
+    return value
+
+
+ThrottledReplicas = Annotated[str | None, BeforeValidator(unset_or(_throttled_replicas))]
+
+
 class TopicConfig(BaseModel):
     """Topic-level overrides, stored as strings as in ``/config/topics/<topic>``.
 
@@ -294,6 +322,18 @@ class TopicConfig(BaseModel):
     )
     flush_ms: Annotated[str | None, BeforeValidator(unset_or(_topic_int(0)))] = _key(
         "flush.ms", "topic override of log.flush.interval.ms", default=None
+    )
+    leader_replication_throttled_replicas: ThrottledReplicas = _key(
+        "leader.replication.throttled.replicas",
+        "replicas whose leader throttles the followers outside the ISR to its broker's "
+        "leader.replication.throttled.rate: 'partition:broker,...' or '*'",
+        default=None,
+    )
+    follower_replication_throttled_replicas: ThrottledReplicas = _key(
+        "follower.replication.throttled.replicas",
+        "replicas that, outside the ISR, fetch within their broker's "
+        "follower.replication.throttled.rate: 'partition:broker,...' or '*'",
+        default=None,
     )
 
     def overrides(self) -> dict[str, str]:

@@ -5,7 +5,8 @@ that are up and the topics that exist at its time. The rules:
 
 * every broker named exists and is listed once, and is up at the event's time (or shutting down
   after ``controlled_shutdown``, still registered); ``power_loss`` and ``broker_restart`` leave
-  their brokers up (they restart);
+  their brokers up (they restart); ``set_broker_config`` writes ZooKeeper, so its brokers may be
+  down;
 * ``produce``/``set_produce_rate`` name a topic that exists at that time, or ``all``;
   ``partition`` needs a named topic and is one of its partitions at that time;
 * ``emulation.catch_up_ms`` and the replication model exclude each other: with replication on,
@@ -26,7 +27,7 @@ from spark_app.scenario.emulation import Emulation
 Path = tuple[str | int, ...]
 ReplicationEvent = (
     ev.Produce | ev.SetProduceRate | ev.FetchStop | ev.BrokerPause | ev.SlowBroker
-    | ev.NetworkPartition | ev.PowerLoss | ev.BrokerRestart
+    | ev.NetworkPartition | ev.PowerLoss | ev.BrokerRestart | ev.SetBrokerConfig
 )  # fmt: skip
 
 
@@ -40,6 +41,8 @@ def check_replication_event(
         _topic(c, path, e, topics, when)
         return
     c.known(known, (*path, "brokers"), e.brokers)
+    if isinstance(e, ev.SetBrokerConfig):
+        return
     for j, b in enumerate(e.brokers):
         if b in known and b not in live and b not in leaving:
             c.add(

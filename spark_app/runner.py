@@ -8,21 +8,21 @@ is reported as the admin tool sees it (Kafka's exception name and message: a war
 (up to 100K partitions), ``events.jsonl`` (one line per processed controller event or rejected
 admin request, in the order they happened), ``metrics.jsonl`` (the gauge timeline),
 ``summary.json`` and ``report.html`` (``run_report``: the totals, the gauges over virtual time and
-the events on one self-contained page).
+the events on one self-contained page). All of them are written into a staging directory beside
+``--out`` that replaces it when the run has finished (``staged_output``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from controller.commit.state_change_store import EventStateChangeLog, StateChangeLog
 from controller.emulation.cluster import EmulatedCluster
@@ -38,6 +38,7 @@ from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replicati
 from spark_app.replication_outputs import summary as replication_summary
 from spark_app.run_report import write_run_report
 from spark_app.scenario import Scenario, ScenarioEvent, format_duration
+from spark_app.staged_output import staged_output
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions, to_public_replicas
@@ -120,12 +121,25 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     # A starting table the driver path would hold is checked and written from the driver.
     rows = [r.asDict() for r in starting.collect()] if small else None
     validate_partitions(starting if rows is None else rows, scenario.broker_ids())
-    out.mkdir(parents=True, exist_ok=True)
+    # Everything, the state-change log written during the run included, goes to a staging
+    # directory that replaces ``out`` only when the run has finished (a failed, interrupted or
+    # killed run leaves the previous ``out`` as it was).
+    with staged_output(out) as staged:
+        return _record(spark, scenario, staged, ensemble, starting, rows, started)
+
+
+def _record(
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    ensemble: Ensemble,
+    starting: DataFrame,
+    rows: list[dict[str, Any]] | None,
+    started: float,
+) -> dict[str, Any]:
+    """Bootstrap the cluster, play the timeline and write every output into ``out``."""
     records: list[EventRecord] = []
     text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
-    if (out / "state-change").exists():
-        shutil.rmtree(out / "state-change")
-    (out / "state-change.log").unlink(missing_ok=True)
     changes = EventStateChangeLog(StateChangeLog(out, text))
     progress = Progress(scenario.until)
 

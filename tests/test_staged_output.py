@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from whatif.staged_output import staged_output, write_json
+from spark_app.staged_output import staged_output, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ _KILLED_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from whatif.staged_output import staged_output, write_json
+    from spark_app.staged_output import staged_output, write_json
 
     with staged_output(Path(sys.argv[1])) as staged:
         write_json(staged / "summary.json", {"question": "new"})

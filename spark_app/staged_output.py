@@ -1,7 +1,7 @@
-"""All-or-nothing output directories for ``kce whatif --out DIR``.
+"""All-or-nothing output directories: ``kce run --out DIR`` and ``kce whatif ... --out DIR``.
 
-A question writes everything into a fresh directory beside ``DIR`` (same parent, so on one
-filesystem) and only a question that finished swaps it in; a failed, interrupted or killed run never
+A command writes everything into a fresh directory beside ``DIR`` (same parent, so on one
+filesystem) and only a command that finished swaps it in; a failed, interrupted or killed run never
 leaves a half-written ``DIR``:
 
 * on normal exit the staged directory replaces ``DIR``. Linux swaps the two in one

@@ -78,6 +78,7 @@ def _format_validation(path: str, err: ValidationError) -> str:
 
 def _quickstart(args: argparse.Namespace) -> int:
     from spark_app import quickstart
+    from spark_app.scenario import ScenarioError, format_problems
     from spark_app.session import get_spark
 
     path = args.config
@@ -89,8 +90,8 @@ def _quickstart(args: argparse.Namespace) -> int:
     except ValidationError as err:
         print(f"kce: {_format_validation(path, err)}", file=sys.stderr)
         return EXIT_INVALID
-    except (OSError, ValueError) as err:  # yaml errors are ValueErrors
-        print(f"kce: {path}: {err}", file=sys.stderr)
+    except ScenarioError as err:  # unreadable, or not YAML
+        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
         return EXIT_INVALID
     spark = get_spark(args.master or config.spark.master, config.spark.conf)
     result = quickstart.run(spark, config)

@@ -28,8 +28,9 @@ from controller.commit.state_change_store import EventStateChangeLog, StateChang
 from controller.emulation.cluster import EmulatedCluster
 from controller.partition_store import Ensemble, bootstrap_cluster, open_ensemble
 from controller.records import ControllerSettings, EventRecord
+from controller.zk import ZkClient
 from controller.zk import admin_zk_client as admin
-from controller.zk.paths import BROKER_TOPICS
+from controller.zk.paths import BROKER_IDS, BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH
 from spark_app.actions import Actor
 from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
@@ -67,21 +68,31 @@ def open_zookeeper(scenario: Scenario, override: str | None = None) -> Ensemble:
             f"cannot use ZooKeeper {connect or mode!r}: {type(err).__name__}: {err}; start the "
             "ensemble or run with --zk emulated"
         ) from err
-    # A scenario bootstraps its own cluster: never mix it into (or overwrite) an existing one.
+    # A scenario bootstraps its own cluster: never mix it into (or overwrite) an existing one,
+    # nor start it over another cluster's controller epoch or registered brokers.
     probe = ensemble.client()
     try:
-        occupied = probe.exists(BROKER_TOPICS) is not None and bool(
-            probe.get_children(BROKER_TOPICS)
-        )
+        occupied = _kafka_state(probe)
     finally:
         probe.stop()
-    if occupied:
+    if occupied is not None:
         ensemble.close()
         raise ZooKeeperUnavailableError(
-            f"ZooKeeper {connect!r} already holds a Kafka cluster ({BROKER_TOPICS} has topics); "
-            "point the scenario at an empty chroot, e.g. host:port/kce-<name>"
+            f"ZooKeeper {connect!r} already holds a Kafka cluster ({occupied}); point the "
+            "scenario at an empty chroot, e.g. host:port/kce-<name>"
         )
     return ensemble
+
+
+def _kafka_state(probe: ZkClient) -> str | None:
+    """What shows a Kafka cluster under the chroot, or None when there is none."""
+    for parent, what in ((BROKER_TOPICS, "has topics"), (BROKER_IDS, "has registered brokers")):
+        if probe.exists(parent) is not None and probe.get_children(parent):
+            return f"{parent} {what}"
+    for path in (CONTROLLER, CONTROLLER_EPOCH):
+        if probe.exists(path) is not None:
+            return f"{path} exists"
+    return None
 
 
 def settings_of(scenario: Scenario) -> ControllerSettings:

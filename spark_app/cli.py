@@ -103,6 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     from spark_app import runner
     from spark_app.scenario import ScenarioError, format_problems, load_scenario
     from spark_app.session import get_spark
+    from spark_app.staged_output import ForeignOutputError, check_replaceable
     from spark_app.validate import ClusterModelError
 
     try:
@@ -124,8 +125,14 @@ def _run(args: argparse.Namespace) -> int:
     except runner.ZooKeeperUnavailableError as err:
         print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
-    spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     out = Path(args.out) if args.out else Path("out") / scenario.name
+    try:
+        check_replaceable(out)
+    except ForeignOutputError as err:
+        ensemble.close()
+        print(f"kce: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     try:
         summary = runner.run(spark, scenario, out, ensemble)
     except ClusterModelError as err:

@@ -33,7 +33,8 @@ MESSAGE = re.compile(r"^kce(: | [\w -]+: error: )")
 
 
 class Made(BaseModel):
-    """A file the test makes: ``bytes`` long and sparse, so a size limit costs nothing to test."""
+    """A file the test makes (and its directory): ``bytes`` long and sparse, so a size limit
+    costs nothing to test."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     path: str = Field(description="where, with placeholders")
@@ -123,8 +124,10 @@ def test_bad_input_ends_in_one_clear_message_and_writes_nothing(
             text = text.replace(key, value)
         return text
 
-    if item.make is not None:
-        with open(filled(item.make.path), "wb") as f:
+    made = Path(filled(item.make.path)) if item.make is not None else None
+    if made is not None and item.make is not None:
+        made.parent.mkdir(parents=True, exist_ok=True)
+        with made.open("wb") as f:
             f.truncate(item.make.bytes)
     try:
         code = main([filled(arg) for arg in item.command])
@@ -142,5 +145,8 @@ def test_bad_input_ends_in_one_clear_message_and_writes_nothing(
         assert not out.exists()
     else:
         assert _tree(out) == before
-    made = {Path(filled(item.make.path)).name} if item.make is not None else set()
-    assert {p.name for p in tmp_path.iterdir()} - made <= {"out"}  # no staging directory left
+    expected = {"out"}
+    if made is not None and item.make is not None:
+        expected.add(made.relative_to(tmp_path).parts[0])
+        assert made.stat().st_size == item.make.bytes  # nothing it named was replaced
+    assert {p.name for p in tmp_path.iterdir()} <= expected  # no staging directory left

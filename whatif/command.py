@@ -247,10 +247,16 @@ def question_function(name: str) -> Callable[..., Any]:
 def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     """Answer the question of ``args`` and write its outputs; (out, the summary lines)."""
     from spark_app.session import get_spark
+    from spark_app.staged_output import ForeignOutputError, check_replaceable
     from whatif.answer import write_answer
     from whatif.sources import load_cluster
 
     options = _options(args)
+    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
+    try:
+        check_replaceable(out)
+    except ForeignOutputError as err:
+        raise WhatIfInputError(str(err)) from None
     spark = get_spark(args.master)
     cluster = load_cluster(
         spark,
@@ -264,7 +270,6 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
         zk_options=_zk_options(args),
     )
     answer = question_function(args.question)(spark, cluster, options)
-    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
     write_answer(out, answer, cluster.source)
     if args.json:
         return out, [json.dumps(answer.summary, indent=2, ensure_ascii=False)]

@@ -71,8 +71,11 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
     from scaling.measure import Probe
     from scaling.outputs import write_outputs
     from spark_app.session import environment, get_spark
+    from spark_app.staged_output import check_replaceable
 
     sweep = load_sweep(path)
+    target = Path(out) if out else Path("out") / f"scale-{sweep.name}"
+    check_replaceable(target)  # before the sweep's hours, not after
     plans = plan_all(sweep, path)
     spark = get_spark(master or sweep.spark.master, {**RETAINED, **sweep.spark.conf})
     points = list(dict.fromkeys(p.point for p in plans))
@@ -89,7 +92,6 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
         player.close()
     progress.close()
     rows, details, exceeded = _rows(sweep, plans, runs)
-    target = Path(out) if out else Path("out") / f"scale-{sweep.name}"
     write_outputs(target, sweep.name, path, rows, details, exceeded, environment(spark))
     return SweepResult(target, rows, exceeded)
 

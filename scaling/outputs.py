@@ -19,7 +19,7 @@ from typing import Any
 from scaling.growth import exponents
 from scaling.report import charts, markdown, write_report
 from scaling.results import COLUMNS
-from whatif.staged_output import staged_output, write_json
+from spark_app.staged_output import staged_output, write_json
 
 
 def _csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

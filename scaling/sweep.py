@@ -23,7 +23,7 @@ from spark_app.quickstart import fit_problems
 from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
 from spark_app.scenario.events import STRICT, BrokerId, Count
 from spark_app.scenario.kafka_values import DEFAULT_KAFKA_VERSION, KafkaVersion
-from spark_app.scenario.loading import load_yaml, read_text
+from spark_app.scenario.loading import read_yaml_file
 from spark_app.scenario.model import Execution, SparkSettings
 from whatif.cluster import WhatIfInputError, broker_defaults
 from whatif.command import QUESTIONS, question_arguments, question_options
@@ -369,4 +369,4 @@ def sweep_from_data(data: object, source: str) -> Sweep:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file (``ScenarioError`` lists every problem)."""
-    return sweep_from_data(load_yaml(read_text(path), str(path)), str(path))
+    return sweep_from_data(read_yaml_file(path), str(path))

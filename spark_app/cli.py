@@ -82,6 +82,7 @@ def _format_validation(path: str, err: ValidationError) -> str:
 
 def _quickstart(args: argparse.Namespace) -> int:
     from spark_app import quickstart
+    from spark_app.scenario import ScenarioError, format_problems
     from spark_app.session import get_spark
 
     path = args.config
@@ -93,8 +94,8 @@ def _quickstart(args: argparse.Namespace) -> int:
     except ValidationError as err:
         print(f"kce: {_format_validation(path, err)}", file=sys.stderr)
         return EXIT_INVALID
-    except (OSError, ValueError) as err:  # yaml errors are ValueErrors
-        print(f"kce: {path}: {err}", file=sys.stderr)
+    except ScenarioError as err:  # unreadable, or not YAML
+        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
         return EXIT_INVALID
     spark = get_spark(args.master or config.spark.master, config.spark.conf)
     result = quickstart.run(spark, config)
@@ -106,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
     from spark_app import runner
     from spark_app.scenario import ScenarioError, format_problems, load_scenario
     from spark_app.session import get_spark
+    from spark_app.staged_output import ForeignOutputError, check_replaceable
     from spark_app.validate import ClusterModelError
 
     try:
@@ -127,8 +129,14 @@ def _run(args: argparse.Namespace) -> int:
     except runner.ZooKeeperUnavailableError as err:
         print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
-    spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     out = Path(args.out) if args.out else Path("out") / scenario.name
+    try:
+        check_replaceable(out)
+    except ForeignOutputError as err:
+        ensemble.close()
+        print(f"kce: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     try:
         summary = runner.run(spark, scenario, out, ensemble)
     except ClusterModelError as err:
@@ -159,11 +167,15 @@ def _whatif(args: argparse.Namespace) -> int:
 def _scale(args: argparse.Namespace) -> int:
     from scaling.command import print_result, run_sweep
     from spark_app.scenario import ScenarioError, format_problems
+    from spark_app.staged_output import ForeignOutputError
 
     try:
         result = run_sweep(args.sweep, args.out, args.master)
     except ScenarioError as err:
         print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
+        return EXIT_INVALID
+    except ForeignOutputError as err:
+        print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
     print_result(result)
     return EXIT_OVER_BUDGET if result.exceeded else EXIT_OK

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,6 +20,8 @@ from controller.handlers.brokers import (
     UNCLEAN_ELECTED,
     on_broker_failure,
 )
+from spark_app.scenario.cluster import generated_partitions_problem
+from spark_app.scenario.loading import read_yaml_file
 from spark_app.scenario.model import SparkSettings
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet, ClusterView
@@ -33,15 +34,20 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 class GeneratedCluster(BaseModel):
     model_config = _STRICT
-    brokers: int = Field(100, ge=1, description="broker count; ids 0..brokers-1")
+    brokers: int = Field(100, ge=1, le=s.MAX_BROKERS, description="broker count; ids 0..brokers-1")
     racks: int = Field(3, ge=0, description="racks, assigned round-robin; 0 = no racks")
-    topics: int = Field(1000, ge=1, description="topic count")
-    partitions_per_topic: int = Field(100, ge=1, description="partitions of every topic")
+    topics: int = Field(1000, ge=1, le=s.MAX_PARTITIONS, description="topic count")
+    partitions_per_topic: int = Field(
+        100, ge=1, le=s.MAX_PARTITIONS, description="partitions of every topic"
+    )
     replication_factor: int = Field(3, ge=1, le=s.MAX_WIDTH, description="replicas per partition")
 
     @model_validator(mode="after")
     def _fits(self) -> GeneratedCluster:
         problems = fit_problems(self.brokers, self.racks, self.replication_factor)
+        too_many = generated_partitions_problem(self.topics, self.partitions_per_topic)
+        if too_many is not None:
+            problems.append(too_many)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -96,8 +102,9 @@ class QuickstartConfig(BaseModel):
 
 
 def load_config(path: str | Path) -> QuickstartConfig:
-    with open(path, encoding="utf-8") as f:
-        return QuickstartConfig.model_validate(yaml.safe_load(f))
+    """The config file, read as strictly as a scenario (``ScenarioError`` when it cannot be read
+    or parsed, pydantic's ``ValidationError`` when it does not validate)."""
+    return QuickstartConfig.model_validate(read_yaml_file(path))
 
 
 def leader_table(before: DataFrame, after: DataFrame) -> DataFrame:

@@ -8,14 +8,14 @@ is reported as the admin tool sees it (Kafka's exception name and message: a war
 (up to 100K partitions), ``events.jsonl`` (one line per processed controller event or rejected
 admin request, in the order they happened), ``metrics.jsonl`` (the gauge timeline),
 ``summary.json`` and ``report.html`` (``run_report``: the totals, the gauges over virtual time and
-the events on one self-contained page).
+the events on one self-contained page). All of them are written into a staging directory beside
+``--out`` that replaces it when the run has finished (``staged_output``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -29,8 +29,9 @@ from controller.commit.state_change_store import EventStateChangeLog, StateChang
 from controller.emulation.cluster import EmulatedCluster
 from controller.partition_store import Ensemble, bootstrap_cluster, open_ensemble
 from controller.records import ControllerSettings, EventRecord
+from controller.zk import ZkClient
 from controller.zk import admin_zk_client as admin
-from controller.zk.paths import BROKER_TOPICS
+from controller.zk.paths import BROKER_IDS, BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH
 from spark_app.actions import Actor
 from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
@@ -39,6 +40,7 @@ from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replicati
 from spark_app.replication_outputs import summary as replication_summary
 from spark_app.run_report import write_run_report
 from spark_app.scenario import Scenario, ScenarioEvent, format_duration
+from spark_app.staged_output import staged_output
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions, to_public_replicas
@@ -67,21 +69,31 @@ def open_zookeeper(scenario: Scenario, override: str | None = None) -> Ensemble:
             f"cannot use ZooKeeper {connect or mode!r}: {type(err).__name__}: {err}; start the "
             "ensemble or run with --zk emulated"
         ) from err
-    # A scenario bootstraps its own cluster: never mix it into (or overwrite) an existing one.
+    # A scenario bootstraps its own cluster: never mix it into (or overwrite) an existing one,
+    # nor start it over another cluster's controller epoch or registered brokers.
     probe = ensemble.client()
     try:
-        occupied = probe.exists(BROKER_TOPICS) is not None and bool(
-            probe.get_children(BROKER_TOPICS)
-        )
+        occupied = _kafka_state(probe)
     finally:
         probe.stop()
-    if occupied:
+    if occupied is not None:
         ensemble.close()
         raise ZooKeeperUnavailableError(
-            f"ZooKeeper {connect!r} already holds a Kafka cluster ({BROKER_TOPICS} has topics); "
-            "point the scenario at an empty chroot, e.g. host:port/kce-<name>"
+            f"ZooKeeper {connect!r} already holds a Kafka cluster ({occupied}); point the "
+            "scenario at an empty chroot, e.g. host:port/kce-<name>"
         )
     return ensemble
+
+
+def _kafka_state(probe: ZkClient) -> str | None:
+    """What shows a Kafka cluster under the chroot, or None when there is none."""
+    for parent, what in ((BROKER_TOPICS, "has topics"), (BROKER_IDS, "has registered brokers")):
+        if probe.exists(parent) is not None and probe.get_children(parent):
+            return f"{parent} {what}"
+    for path in (CONTROLLER, CONTROLLER_EPOCH):
+        if probe.exists(path) is not None:
+            return f"{path} exists"
+    return None
 
 
 def settings_of(scenario: Scenario) -> ControllerSettings:
@@ -117,12 +129,25 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     # The scenario's state rows may break the model where Kafka's algorithm placed the replicas
     # (the load-time checks cannot see those): refuse them before anything is written.
     starting, rows = starting_table(spark, scenario)
-    out.mkdir(parents=True, exist_ok=True)
+    # Everything, the state-change log written during the run included, goes to a staging
+    # directory that replaces ``out`` only when the run has finished (a failed, interrupted or
+    # killed run leaves the previous ``out`` as it was).
+    with staged_output(out) as staged:
+        return _record(spark, scenario, staged, ensemble, starting, rows, started)
+
+
+def _record(
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    ensemble: Ensemble,
+    starting: DataFrame,
+    rows: list[dict[str, Any]] | None,
+    started: float,
+) -> dict[str, Any]:
+    """Bootstrap the cluster, play the timeline and write every output into ``out``."""
     records: list[EventRecord] = []
     text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
-    if (out / "state-change").exists():
-        shutil.rmtree(out / "state-change")
-    (out / "state-change.log").unlink(missing_ok=True)
     changes = EventStateChangeLog(StateChangeLog(out, text))
     progress = Progress(scenario.until)
 

@@ -42,6 +42,16 @@ EPOCH_DURING_DELETE = -2
 INITIAL_LEADER_EPOCH = 0
 INITIAL_ZK_VERSION = 0
 
+# Kafka's Int and Long: broker ids, partition ids, counts and epochs are Int (IntegerType columns),
+# offsets, sizes in bytes and times in ms are Long. An input beyond them is not a Kafka value.
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+# Bounds on what an input may ask for, far above any Kafka cluster (and ten times the largest
+# table the emulator is measured on, 1e7 partitions): an absurd count is refused at once rather
+# than exhausting memory or running for days.
+MAX_BROKERS = 100_000
+MAX_PARTITIONS = 100_000_000
+
 _BROKER_LIST = ArrayType(IntegerType(), containsNull=False)
 
 PARTITIONS_SCHEMA = StructType(

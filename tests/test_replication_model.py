@@ -136,7 +136,7 @@ def test_every_replication_event_round_trips_through_yaml() -> None:
         ({"type": "set_produce_rate", "topic": "all", "records_per_s": -1}, "events[0].records_per_s", "greater than or equal to 0"),
         ({"type": "fetch_stop", "brokers": [9], "duration": "1s"}, "events[0].brokers[0]", "not a broker of the cluster"),
         ({"type": "broker_pause", "brokers": [2, 2], "duration": "1s"}, "events[0].brokers[1]", "listed twice"),
-        ({"type": "power_loss", "brokers": []}, "events[0].brokers", "at least 1 item"),
+        ({"type": "power_loss", "brokers": []}, "events[0].brokers", "empty; list at least 1"),
         ({"type": "produce", "topic": "audit", "records": 1}, "events[0].topic", "does not exist at 1s"),
         ({"type": "set_produce_rate", "topic": "audit", "records_per_s": 1}, "events[0].topic", "does not exist at 1s"),
         ({"type": "produce", "topic": "orders", "partition": 3, "records": 1}, "events[0].partition", "partitions 0..2"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from whatif.staged_output import staged_output, write_json
+from spark_app.staged_output import ForeignOutputError, staged_output, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +87,21 @@ def test_failure_keeps_an_existing_out_as_it_was(old_out: Path, error: BaseExcep
     assert _leftovers(old_out) == []
 
 
+def test_a_directory_that_is_not_an_earlier_output_is_never_replaced(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(ForeignOutputError, match=r"no summary\.json"), staged_output(home):
+        pytest.fail("no staging directory for a directory of someone else's files")
+    assert _tree(home) == {"notes.txt": b"mine"}
+    assert _leftovers(home) == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with staged_output(empty) as staged:  # an empty directory holds nothing to lose
+        write_json(staged / "summary.json", {"question": "fail"})
+    assert list(_tree(empty)) == ["summary.json"]
+
+
 def test_an_existing_file_at_out_is_replaced_only_on_success(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     out.write_text("not a directory", encoding="utf-8")
@@ -102,7 +117,7 @@ _KILLED_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from whatif.staged_output import staged_output, write_json
+    from spark_app.staged_output import staged_output, write_json
 
     with staged_output(Path(sys.argv[1])) as staged:
         write_json(staged / "summary.json", {"question": "new"})

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from html_report.page import Section, render_report
-from whatif.staged_output import staged_output, write_json
+from spark_app.staged_output import staged_output, write_json
 
 
 @dataclass(frozen=True)

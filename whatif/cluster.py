@@ -109,8 +109,9 @@ def _kafka_bool(value: str) -> bool:
 
 
 def _kafka_int(value: str) -> int:
-    if not re.fullmatch(r"\s*-?\d+\s*", value):
-        raise ValueError(f"{value!r} is not an integer — write e.g. 2")
+    # Kafka's ConfigDef INT: a Java Int, so a larger number is "not a number of type INT" too.
+    if not re.fullmatch(r"\s*-?\d+\s*", value) or not -s.INT_MAX - 1 <= int(value) <= s.INT_MAX:
+        raise ValueError(f"{value!r} is not an integer (a Kafka Int) — write e.g. 2")
     return int(value)
 
 
@@ -220,6 +221,7 @@ def replica_problem(
         and not removing
         and len(assigned) == len(replicas) > 0
         and min(replicas) >= 0
+        and max(replicas) <= s.INT_MAX
         and (leader in _NO_LEADERS or leader in assigned)
         and len(set(isr)) == len(isr)
         and assigned.issuperset(isr)
@@ -234,6 +236,8 @@ def replica_problem(
             return f"{name} names broker {twice[0]} twice — list each broker once"
         if any(b < 0 for b in ids):
             return f"{name} has a negative broker id — broker ids are >= 0"
+        if any(b > s.INT_MAX for b in ids):
+            return f"{name} has a broker id above {s.INT_MAX:,} — broker ids are Kafka Ints"
     for name, ids in (("Isr", isr), ("Adding Replicas", adding), ("Removing Replicas", removing)):
         outside = [b for b in ids if b not in assigned]
         if outside:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from statemachines import schemas as s
 from whatif.cluster import WhatIfInputError
 from whatif.options import (
     AuditOptions,
@@ -26,6 +27,9 @@ from whatif.options import (
     RollOptions,
     ScaleOutOptions,
 )
+
+# Each sampled set is evaluated against every partition in one Spark job.
+MAX_SAMPLES = 1_000_000
 
 # Question → (module, function, help).
 QUESTIONS: dict[str, tuple[str, str, str]] = {
@@ -59,6 +63,18 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def _at_most(most: int) -> Callable[[str], int]:
+    """A count from 1 to ``most``: a larger one would exhaust memory rather than be answered."""
+
+    def parse(text: str) -> int:
+        value = _positive(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:,}, got {value:,}")
+        return value
+
+    return parse
 
 
 def _rate(text: str) -> float:
@@ -118,7 +134,10 @@ def add_parser(sub: Any) -> None:
             which.add_argument("--rack", help="every broker of this rack")
             which.add_argument("--any", type=_positive, metavar="K", help="any K brokers")
             q.add_argument(
-                "--samples", type=_positive, default=1000, help="K-subsets evaluated (1000)"
+                "--samples",
+                type=_at_most(MAX_SAMPLES),
+                default=1000,
+                help=f"K-subsets evaluated (1000; at most {MAX_SAMPLES:,})",
             )
         elif name == "decommission":
             q.add_argument("--brokers", type=_ids, required=True, help="broker ids, e.g. 1,2")
@@ -127,7 +146,7 @@ def add_parser(sub: Any) -> None:
                 "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
             )
         elif name == "scale-out":
-            q.add_argument("--add", type=_positive, required=True, help="new brokers")
+            q.add_argument("--add", type=_at_most(s.MAX_BROKERS), required=True, help="new brokers")
             q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
         elif name == "audit":
             q.add_argument("plan", help="a Kafka reassignment JSON file")
@@ -256,10 +275,16 @@ def question_function(name: str) -> Callable[..., Any]:
 def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     """Answer the question of ``args`` and write its outputs; (out, the summary lines)."""
     from spark_app.session import get_spark
+    from spark_app.staged_output import ForeignOutputError, check_replaceable
     from whatif.answer import write_answer
     from whatif.sources import load_cluster
 
     options = question_options(args)
+    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
+    try:
+        check_replaceable(out)
+    except ForeignOutputError as err:
+        raise WhatIfInputError(str(err)) from None
     spark = get_spark(args.master)
     cluster = load_cluster(
         spark,
@@ -273,7 +298,6 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
         zk_options=_zk_options(args),
     )
     answer = question_function(args.question)(spark, cluster, options)
-    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
     write_answer(out, answer, cluster.source)
     if args.json:
         return out, [json.dumps(answer.summary, indent=2, ensure_ascii=False)]

@@ -18,6 +18,7 @@ Arrow table.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -97,12 +98,16 @@ def _ids(value: str, name: str, where: str) -> list[int]:
             f"{where}: {name}: {value!r} is not a comma-separated list of broker ids — "
             "broker ids are integers >= 0, e.g. 1,2,3"
         )
-    return [int(x) for x in value.split(",")]
+    return [int(x) for x in value.split(",")]  # ids above Kafka's Int: replica_problem
 
 
-def _int(value: str, name: str, where: str) -> int:
+def _int(value: str, name: str, where: str, most: int = s.INT_MAX) -> int:
+    """``value`` as an integer from 0 to ``most`` (Kafka's Int, or ``MAX_PARTITIONS`` for a
+    count)."""
     if not value.isdigit():
         raise WhatIfInputError(f"{where}: {name}: {value!r} is not an integer >= 0 — {_FIX_FORMAT}")
+    if int(value) > most:
+        raise WhatIfInputError(f"{where}: {name}: {value} is above {most:,} — {_FIX_FORMAT}")
     return int(value)
 
 
@@ -156,7 +161,8 @@ def _header(
             f"{where}: topic {topic} is described twice (first on line "
             f"{counts[topic][1]}) — keep one describe output per topic"
         )
-    counts[topic] = (_int(fields["PartitionCount"], "PartitionCount", where), number)
+    count = _int(fields["PartitionCount"], "PartitionCount", where, s.MAX_PARTITIONS)
+    counts[topic] = (count, number)
     if "ReplicationFactor" in fields:
         _int(fields["ReplicationFactor"], "ReplicationFactor", where)
     snap.configs[topic] = _configs(fields.get("Configs", ""))
@@ -185,7 +191,8 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
         canonical = _CANONICAL.fullmatch(line)
         if canonical is not None:
             topic, partition_text, leader_text, replicas_text, isr_text = canonical.groups("")
-            partition = int(partition_text)
+            partition = _int(partition_text, "Partition", where)
+            # Ids above Kafka's Int are refused by replica_problem below.
             replicas = [int(x) for x in replicas_text.split(",")]
             isr = [int(x) for x in isr_text.split(",")] if isr_text else []
             adding, removing = [], []
@@ -219,7 +226,7 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
         if leader_text in ("none", "-1"):
             leader = s.NO_LEADER
         elif leader_text.isdigit():
-            leader = int(leader_text)
+            leader = _int(leader_text, "Leader", where)
         else:
             raise WhatIfInputError(
                 f"{where}: Leader: {leader_text!r} is not a broker id — write an id, or none "
@@ -262,7 +269,9 @@ def _check_counts(
         listed.setdefault(topic, []).append(partition)
     for topic, (count, header) in counts.items():
         have = set(listed.get(topic, ()))
-        missing = [p for p in range(count) if p not in have]
+        if len(have) == count:  # every listed partition is below count: none is missing
+            continue
+        missing = list(itertools.islice((p for p in range(count) if p not in have), 6))
         if missing:
             raise WhatIfInputError(
                 f"{path}:{header}: topic {topic} has PartitionCount: {count} but no line for "

@@ -33,10 +33,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from statemachines.schemas import INT_MAX
 from whatif.cluster import WhatIfInputError
 
 ERROR = "error"
@@ -45,13 +46,19 @@ WARNING = "warning"
 PartitionKey = tuple[str, int]
 
 
+# Kafka's tool reads partition ids and broker ids as Java Ints: a larger number is no plan.
+KafkaInt = Annotated[StrictInt, Field(ge=-INT_MAX - 1, le=INT_MAX)]
+# About a million partitions; json and the models hold some 8 times a plan's size in memory.
+MAX_PLAN_BYTES = 64 << 20
+
+
 class PlanPartition(BaseModel):
     """One entry of ``partitions``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     topic: StrictStr = Field(description="the topic name")
-    partition: StrictInt = Field(description="the partition id")
-    replicas: list[StrictInt] = Field(description="the target replicas, preferred leader first")
+    partition: KafkaInt = Field(description="the partition id")
+    replicas: list[KafkaInt] = Field(description="the target replicas, preferred leader first")
     log_dirs: list[StrictStr] | None = Field(
         None, description="one absolute log dir or 'any' per replica (optional)"
     )
@@ -103,9 +110,20 @@ def parse_plan(path: str | Path) -> ReassignmentPlan:
     """Read a reassignment JSON file; a ``WhatIfInputError`` names the file and the JSON path."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_PLAN_BYTES:
+            raise WhatIfInputError(
+                f"{path}: {size:,} bytes, above the {MAX_PLAN_BYTES:,} a plan may have — split "
+                "the plan and run it in parts"
+            )
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise WhatIfInputError(f"{path}: cannot read the plan ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise WhatIfInputError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}) — Kafka's plans are UTF-8 "
+            "JSON"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -100,9 +100,12 @@ def _csv_rows(path: Path, header: tuple[str, ...], option: str) -> Iterator[tupl
         ) from None
 
 
-def _non_negative(text: str, what: str, where: str) -> int:
+def _non_negative(text: str, what: str, where: str, most: int = s.INT_MAX) -> int:
+    """An integer from 0 to ``most`` (Kafka's Int for ids; its Long for sizes in bytes)."""
     if not text.isdigit():
         raise WhatIfInputError(f"{where}: {what} {text!r} is not an integer >= 0 — fix the row")
+    if int(text) > most:
+        raise WhatIfInputError(f"{where}: {what} {text} is above {most:,} — fix the row")
     return int(text)
 
 
@@ -136,7 +139,7 @@ def load_sizes(spark: SparkSession, path: str | Path) -> DataFrame:
         if not topic:
             raise WhatIfInputError(f"{where}: the topic is empty — name the topic")
         partition = _non_negative(partition_text, "partition", where)
-        size = _non_negative(bytes_text, "bytes", where)
+        size = _non_negative(bytes_text, "bytes", where, s.LONG_MAX)
         if (topic, partition) in seen:
             raise WhatIfInputError(
                 f"{where}: {topic}-{partition} is listed twice (first on line "
@@ -188,8 +191,12 @@ def load_run(
         topics = sorted(r[0] for r in frame.select(s.TOPIC).distinct().collect())
         final = directory / "final_state.json"
         if final.exists():
-            live = _json(final).get("brokers", {}).get("live")
-            if not isinstance(live, list) or not all(isinstance(b, int) for b in live):
+            state = _json(final)
+            brokers_json = state.get("brokers") if isinstance(state, dict) else None
+            live = brokers_json.get("live") if isinstance(brokers_json, dict) else None
+            if not isinstance(live, list) or not all(
+                type(b) is int and 0 <= b <= s.INT_MAX for b in live
+            ):
                 raise WhatIfInputError(
                     f"{final}: brokers.live is not a list of broker ids — rerun kce run or "
                     "remove the file"
@@ -220,8 +227,7 @@ def load_scenario_cluster(
         scenario = load_scenario(path)
     except ScenarioError as err:
         raise WhatIfInputError(
-            f"{format_problems(err.problems, str(path))}\nfix the scenario file (kce validate "
-            "checks it)"
+            f"{format_problems(err.problems, str(path))}\nfix the scenario file"
         ) from None
     return scenario_cluster(spark, scenario, config, str(path))
 

@@ -7,11 +7,15 @@ are ``None`` here and left out when encoding.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from statemachines.schemas import INT_MAX
+
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+# Kafka reads these numbers as Java Ints: a larger one fails its JSON decoding too.
+Int = Annotated[int, Field(ge=-INT_MAX - 1, le=INT_MAX)]
 
 
 def _check(problems: list[str]) -> None:
@@ -26,9 +30,9 @@ class ControllerZNodeData(BaseModel):
     version: Literal[1, 2] = Field(
         1, description="1 up to 3.3; 2 adds kraftControllerEpoch (3.4+)."
     )
-    brokerid: int = Field(description="Broker id of the active controller.")
+    brokerid: Int = Field(description="Broker id of the active controller.")
     timestamp: str = Field(description="Election time in ms since the epoch, as a decimal string.")
-    kraftControllerEpoch: int | None = Field(
+    kraftControllerEpoch: Int | None = Field(
         None, description="KRaft controller epoch (-1 when none); version 2 only."
     )
 
@@ -47,8 +51,8 @@ class FeatureRange(BaseModel):
     """A supported feature version range advertised by a broker."""
 
     model_config = _STRICT
-    min_version: int = Field(description="Lowest supported version.")
-    max_version: int = Field(description="Highest supported version.")
+    min_version: Int = Field(description="Lowest supported version.")
+    max_version: Int = Field(description="Highest supported version.")
 
 
 class BrokerRegistration(BaseModel):
@@ -57,8 +61,8 @@ class BrokerRegistration(BaseModel):
     model_config = _STRICT
     version: Literal[1, 2, 3, 4, 5] = Field(5, description="4 up to IBP 2.6, 5 from IBP 2.7-IV0.")
     host: str | None = Field(None, description="Host of the first PLAINTEXT endpoint, or null.")
-    port: int = Field(-1, description="Port of the first PLAINTEXT endpoint, or -1.")
-    jmx_port: int = Field(-1, description="JMX port, -1 when disabled.")
+    port: Int = Field(-1, description="Port of the first PLAINTEXT endpoint, or -1.")
+    jmx_port: Int = Field(-1, description="JMX port, -1 when disabled.")
     timestamp: str = Field(description="Registration time in ms, as a decimal string.")
     endpoints: list[str] = Field(description="Listener URLs, e.g. PLAINTEXT://host:9092.")
     listener_security_protocol_map: dict[str, str] | None = Field(
@@ -86,7 +90,7 @@ def _partition_keys(name: str, mapping: dict[str, list[int]]) -> list[str]:
     return [
         f"{name} key {key!r} is not a partition id"
         for key in mapping
-        if not key.isdigit() or str(int(key)) != key
+        if not key.isdigit() or str(int(key)) != key or int(key) > INT_MAX
     ]
 
 
@@ -95,11 +99,11 @@ class TopicAssignment(BaseModel):
 
     model_config = _STRICT
     version: Literal[1, 2, 3] = Field(3, description="1 ≤ 2.3; 2 for 2.4-2.7; 3 from 2.8.")
-    partitions: dict[str, list[int]] = Field(description="Partition id (string) -> replicas RS.")
-    adding_replicas: dict[str, list[int]] | None = Field(
+    partitions: dict[str, list[Int]] = Field(description="Partition id (string) -> replicas RS.")
+    adding_replicas: dict[str, list[Int]] | None = Field(
         None, description="Partition id -> replicas being added; only non-empty lists (v >= 2)."
     )
-    removing_replicas: dict[str, list[int]] | None = Field(
+    removing_replicas: dict[str, list[Int]] | None = Field(
         None, description="Partition id -> replicas being removed; only non-empty lists (v >= 2)."
     )
     topic_id: str | None = Field(None, description="Base64 topic UUID (version 3, when known).")
@@ -129,11 +133,11 @@ class PartitionState(BaseModel):
     """``/brokers/topics/<t>/partitions/<p>/state``: leader, ISR and epochs of one partition."""
 
     model_config = _STRICT
-    controller_epoch: int = Field(description="Epoch of the controller whose decision this is.")
-    leader: int = Field(description="Leader broker id, -1 when none.")
+    controller_epoch: Int = Field(description="Epoch of the controller whose decision this is.")
+    leader: Int = Field(description="Leader broker id, -1 when none.")
     version: Literal[1] = Field(1, description="Always 1.")
-    leader_epoch: int = Field(description="Leader epoch, bumped by the controller.")
-    isr: list[int] = Field(description="In-sync replicas, ordered.")
+    leader_epoch: Int = Field(description="Leader epoch, bumped by the controller.")
+    isr: list[Int] = Field(description="In-sync replicas, ordered.")
     leader_recovery_state: Literal[0, 1] | None = Field(
         None, description="3.2+: 1 = RECOVERING after an unclean election; omitted when 0."
     )
@@ -144,7 +148,7 @@ class PartitionRef(BaseModel):
 
     model_config = _STRICT
     topic: str = Field(description="Topic name.")
-    partition: int = Field(description="Partition id.")
+    partition: Int = Field(description="Partition id.")
 
 
 class ReassignmentEntry(BaseModel):
@@ -152,8 +156,8 @@ class ReassignmentEntry(BaseModel):
 
     model_config = _STRICT
     topic: str = Field(description="Topic name.")
-    partition: int = Field(description="Partition id.")
-    replicas: list[int] = Field(description="Target replicas TRS, ordered.")
+    partition: Int = Field(description="Partition id.")
+    replicas: list[Int] = Field(description="Target replicas TRS, ordered.")
 
 
 class ReassignPartitions(BaseModel):
@@ -177,7 +181,7 @@ class LogDirEvent(BaseModel):
 
     model_config = _STRICT
     version: Literal[1] = Field(1, description="Always 1.")
-    broker: int = Field(description="Broker whose log directory failed.")
+    broker: Int = Field(description="Broker whose log directory failed.")
     event: Literal[1] = Field(1, description="1 = log directory failure.")
 
 
@@ -194,8 +198,8 @@ class FinalizedRange(BaseModel):
     """A finalized feature version range in ``/feature``."""
 
     model_config = _STRICT
-    min_version_level: int = Field(description="Lowest finalized version level.")
-    max_version_level: int = Field(description="Highest finalized version level.")
+    min_version_level: Int = Field(description="Lowest finalized version level.")
+    max_version_level: Int = Field(description="Highest finalized version level.")
 
 
 class FeatureZNodeData(BaseModel):

@@ -30,6 +30,7 @@ from spark_app.scenario.cluster import Cluster
 from spark_app.scenario.errors import Problem, join_path
 from spark_app.scenario.kafka_config import KafkaConfig
 from spark_app.scenario.kafka_values import ibp_key, kafka_version_tuple, record_version
+from statemachines.schemas import MAX_PARTITIONS
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -212,7 +213,17 @@ class Checker:
                         "change topic_prefix or rename the topic",
                     )
                 topics[name] = TopicState(gen.partitions_per_topic, gen.replication_factor)
+        self.bounded(("cluster", "topics"), sum(t.partitions for t in topics.values()), "at 0s")
         return topics
+
+    def bounded(self, path: tuple[str | int, ...], total: int, when: str) -> None:
+        """A problem when the topics hold more partitions (``total``) than a scenario may."""
+        if total > MAX_PARTITIONS:
+            self.add(
+                path,
+                f"the topics hold {total:,} partitions {when}, above the {MAX_PARTITIONS:,} a "
+                "scenario may hold; use fewer partitions",
+            )
 
     def partition(
         self, path: tuple[str | int, ...], topics: Mapping[str, TopicState], topic: str, pid: int,

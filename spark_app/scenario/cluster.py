@@ -11,11 +11,21 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, Discriminator, Field, PlainSerializer, Strict, Tag
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Strict,
+    Tag,
+    model_validator,
+)
 
 from spark_app.scenario.events import STRICT, BrokerId, Count, PartitionId, TopicSpec
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
+from statemachines.schemas import MAX_BROKERS, MAX_PARTITIONS
 
 
 def _by_name(enum_type: type[enum.Enum]) -> Callable[[object], enum.Enum]:
@@ -58,7 +68,9 @@ class BrokerSpec(BaseModel):
 
 class BrokerGeneration(BaseModel):
     model_config = STRICT
-    count: Count = Field(description="brokers 0..count-1")
+    count: Annotated[int, Strict(), Field(ge=1, le=MAX_BROKERS)] = Field(
+        description=f"brokers 0..count-1 (at most {MAX_BROKERS:,})"
+    )
     racks: Annotated[int, Strict(), Field(ge=0)] = Field(
         0,
         description="racks rack-0.. assigned round-robin (broker i in rack-{i mod racks}); 0 = none",
@@ -80,6 +92,17 @@ BrokerList = Annotated[
 ]
 
 
+def generated_partitions_problem(topics: int, partitions_per_topic: int) -> str | None:
+    """Why generating ``topics`` x ``partitions_per_topic`` partitions is refused, or None."""
+    total = topics * partitions_per_topic
+    if total <= MAX_PARTITIONS:
+        return None
+    return (
+        f"{topics:,} topics x {partitions_per_topic:,} partitions is {total:,} partitions, "
+        f"above the {MAX_PARTITIONS:,} a cluster may hold; generate fewer"
+    )
+
+
 class TopicGeneration(BaseModel):
     """Bulk topics named ``{topic_prefix}{i}``, placed by Kafka's algorithm (as the generator)."""
 
@@ -92,6 +115,13 @@ class TopicGeneration(BaseModel):
     partitions_per_topic: Count = Field(description="partitions of every generated topic")
     replication_factor: Count = Field(description="replicas per partition (<= broker count)")
     topic_prefix: str = Field("topic-", description="names are {topic_prefix}{0..topics-1}")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> TopicGeneration:
+        problem = generated_partitions_problem(self.topics, self.partitions_per_topic)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     def names(self) -> tuple[str, ...]:
         return tuple(f"{self.topic_prefix}{i}" for i in range(self.topics))

@@ -13,6 +13,11 @@ from spark_app.scenario.kafka_config import KafkaConfig
 from spark_app.scenario.replication_checks import check_emulation
 from spark_app.scenario.timeline_checks import check_events
 
+# Kafka's periodic tasks keep running while nothing happens (the auto leader rebalance every
+# leader.imbalance.check.interval.seconds), so a virtual day costs real seconds; a horizon of
+# years would run for hours.
+MAX_UNTIL_MS = 30 * 24 * 3_600_000
+
 
 def check_scenario(
     cluster: Cluster,
@@ -32,6 +37,12 @@ def check_scenario(
     check_events(c, known, live, topics)
     check_emulation(c, emulation)
     last = max((e.at for e in events), default=0)
+    if until > MAX_UNTIL_MS:
+        c.add(
+            ("until",),
+            f"until {format_duration(until)} is beyond the {format_duration(MAX_UNTIL_MS)} a "
+            "scenario may run; lower it",
+        )
     if until < last:
         c.add(
             ("until",),

@@ -12,6 +12,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
+from statemachines.schemas import LONG_MAX
+
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h)\s*$")
 _HINT = 'write an int of milliseconds or a number with a unit: "500ms", "5s", "5m", "1h"'
@@ -21,17 +23,21 @@ def parse_duration(value: object) -> int:
     """``value`` as int milliseconds; ``ValueError`` naming the accepted forms otherwise."""
     if isinstance(value, bool):  # bool is an int subclass; a YAML `true` is never a time
         raise ValueError(f"{value!r} is not a duration; {_HINT}")
+    ms: int | None = None
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{value} is negative; durations are >= 0 ({_HINT})")
-        return value
-    if isinstance(value, str):
+        ms = value
+    elif isinstance(value, str):
         if value.strip().isdigit():
-            return int(value)
-        match = _DURATION.match(value)
-        if match:
-            return int(match.group(1)) * _UNIT_MS[match.group(2)]
-    raise ValueError(f"{value!r} is not a duration; {_HINT}")
+            ms = int(value)
+        elif match := _DURATION.match(value):
+            ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    if ms is None:
+        raise ValueError(f"{value!r} is not a duration; {_HINT}")
+    if ms > LONG_MAX:
+        raise ValueError(f"{value!r} is beyond Kafka's clock (a Long of ms); {_HINT}")
+    return ms
 
 
 def format_duration(ms: int) -> str:

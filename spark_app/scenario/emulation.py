@@ -31,6 +31,7 @@ class Emulation(BaseModel):
     fetch_mb_per_s: Annotated[float, Strict()] = Field(
         100.0,
         gt=0,
+        allow_inf_nan=False,
         description="each broker's replica fetch throughput in MB/s, shared by the replicas it "
         "follows",
     )

@@ -160,6 +160,12 @@ def _message(error: Mapping[str, Any], holder: Any, key: object, tp: Any) -> str
         close = difflib.get_close_matches(str(ctx.get("tag", "")), expected, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"use one of: {', '.join(expected)}"
         return f"unknown {tag} {ctx.get('tag')!r}; {hint}"
+    if kind == "too_short":  # pydantic says "Tuple should have at least 1 item after validation"
+        ctx = error.get("ctx", {})
+        have = ctx.get("actual_length")
+        return (
+            f"{'empty' if have == 0 else f'{have} item(s)'}; list at least {ctx.get('min_length')}"
+        )
     msg = str(error["msg"]).removeprefix("Value error, ")
     got = error.get("input")
     if kind != "value_error" and (got is None or isinstance(got, str | int | float)):
@@ -171,6 +177,8 @@ def problems_from_validation_error(root: type[BaseModel], err: ValidationError) 
     """Pydantic's errors as ``(yaml.path, message)``, cross-field problems expanded in place."""
     problems: list[Problem] = []
     for error in err.errors():
+        if error["type"] == "default_factory_not_called":
+            continue  # a default built from other fields, one of which is reported already
         parts, holder, tp = locate(root, error["loc"])
         inner = error.get("ctx", {}).get("error")
         if isinstance(inner, ScenarioError):

@@ -21,15 +21,16 @@ from spark_app.scenario.broker_config import BrokerConfig
 from spark_app.scenario.durations import Duration, PositiveDuration
 from spark_app.scenario.kafka_config import TopicConfig
 from statemachines.election_kinds import ElectionType
+from statemachines.schemas import INT_MAX
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
 
-# YAML ints are ints: Strict keeps `true` and "3" out of broker ids and counts.
-BrokerId = Annotated[int, Strict(), Field(ge=0)]
-PartitionId = Annotated[int, Strict(), Field(ge=0)]
-Count = Annotated[int, Strict(), Field(ge=1)]
+# YAML ints are ints: Strict keeps `true` and "3" out of broker ids and counts; all are Kafka Ints.
+BrokerId = Annotated[int, Strict(), Field(ge=0, le=INT_MAX)]
+PartitionId = Annotated[int, Strict(), Field(ge=0, le=INT_MAX)]
+Count = Annotated[int, Strict(), Field(ge=1, le=INT_MAX)]
 # Assignment keys arrive as strings ("0") in JSON-style YAML, so keys are lax ints.
-Assignment = dict[Annotated[int, Field(ge=0)], tuple[BrokerId, ...]]
+Assignment = dict[Annotated[int, Field(ge=0, le=INT_MAX)], tuple[BrokerId, ...]]
 
 
 class PartitionRef(BaseModel):
@@ -219,7 +220,8 @@ ALL_TOPICS = "all"
 """``topic: all`` in ``produce``/``set_produce_rate``: every partition of every topic."""
 
 Brokers = Annotated[tuple[BrokerId, ...], Field(min_length=1)]
-Rate = Annotated[float, Strict(), Field(ge=0)]  # Strict: ints pass, `true` and "5" do not
+# Strict: ints pass, `true` and "5" do not; .inf and .nan are no rate.
+Rate = Annotated[float, Strict(), Field(ge=0, le=INT_MAX, allow_inf_nan=False)]
 
 
 def _acks(value: object) -> object:
@@ -288,7 +290,9 @@ class SlowBroker(_Event):
 
     type: Literal["slow_broker"] = Field("slow_broker", description="event type")
     brokers: Brokers = Field(description="brokers that slow down")
-    factor: float = Field(gt=1, strict=True, description="fetch throughput divided by this (> 1)")
+    factor: float = Field(
+        gt=1, strict=True, allow_inf_nan=False, description="fetch throughput divided by this (> 1)"
+    )
     duration: PositiveDuration = Field(description="how long they stay slow (> 0)")
 
 

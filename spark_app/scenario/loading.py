@@ -17,6 +17,10 @@ from spark_app.scenario.errors import ScenarioError, problems_from_validation_er
 from spark_app.scenario.model import Scenario
 from spark_app.scenario.overrides import apply_overrides, name_overrides, parse_overrides
 
+# PyYAML's pure-Python loader holds about 100 times a file's size in memory (3 MB of state rows:
+# 300 MB) and reads well under 1 MB a second; a larger scenario generates its cluster instead.
+MAX_YAML_BYTES = 8 << 20
+
 
 class _StrictLoader(yaml.SafeLoader):
     """``SafeLoader`` that rejects duplicate keys (PyYAML silently keeps the last one)."""
@@ -64,8 +68,9 @@ def scenario_from_data(
     return scenario
 
 
-def load_yaml(text: str, source: str = "<string>") -> object:
-    """YAML text as data (safe, duplicate keys refused); syntax errors carry line and column."""
+def parse_yaml(text: str, source: str) -> object:
+    """Strict YAML: safe, no duplicate keys; a syntax error is a ``ScenarioError`` carrying line
+    and column."""
     try:
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: safe
     except yaml.MarkedYAMLError as err:
@@ -77,22 +82,35 @@ def load_yaml(text: str, source: str = "<string>") -> object:
         raise ScenarioError([("(yaml)", str(err))], source) from None
 
 
-def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
-    """Parse and validate scenario YAML text; syntax errors carry line and column."""
-    return scenario_from_data(load_yaml(text, source), source, overrides)
-
-
-def read_text(path: str | Path) -> str:
-    """A YAML file's text; a file that cannot be read is a ``ScenarioError``."""
+def read_yaml_file(path: str | Path) -> object:
+    """The parsed YAML of a file; one ``ScenarioError`` when it cannot be read or parsed."""
+    source = str(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        size = Path(path).stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise ScenarioError(
+                [("", f"{size:,} bytes, above the {MAX_YAML_BYTES:,} a YAML input may have; "
+                  "a scenario generates a large cluster (cluster.generate) rather than list it")],
+                source,
+            )  # fmt: skip
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ScenarioError(
-            [("", f"cannot read the file: {err.strerror or err}")], str(path)
+            [("", f"cannot read the file: {err.strerror or err}")], source
         ) from None
+    except UnicodeDecodeError as err:
+        raise ScenarioError(
+            [("", f"not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8")], source
+        ) from None
+    return parse_yaml(text, source)
+
+
+def parse_scenario(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Scenario:
+    """Parse and validate scenario YAML text; syntax errors carry line and column."""
+    return scenario_from_data(parse_yaml(text, source), source, overrides)
 
 
 def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
     ``ScenarioError`` lists every problem."""
-    return parse_scenario(read_text(path), str(path), overrides)
+    return scenario_from_data(read_yaml_file(path), str(path), overrides)

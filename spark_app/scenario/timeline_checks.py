@@ -31,6 +31,7 @@ def check_events(
         name: TopicState(t.partitions, t.replication_factor, dict(t.replicas))
         for name, t in topics.items()
     }
+    held = sum(t.partitions for t in topics.values())  # partitions the topics hold now
     version = c.version()
     order = sorted(range(len(c.events)), key=lambda i: c.events[i].at)
     for i in order:
@@ -82,9 +83,16 @@ def check_events(
                 leaving.add(e.broker)
         elif isinstance(e, ev.CreateTopic):
             topic = c.topic_spec((*path, "topic"), e.topic, known, topics)
+            if e.topic.name not in topics:
+                held += topic.partitions
+                c.bounded((*path, "topic", "partitions"), held, when)
             topics.setdefault(e.topic.name, topic)
         elif isinstance(e, ev.AddPartitions):
+            before = topics[e.topic].partitions if e.topic in topics else 0
             _add_partitions(c, path, e, topics, known, when)
+            if e.topic in topics:
+                held += topics[e.topic].partitions - before
+                c.bounded((*path, "total"), held, when)
         elif isinstance(e, ev.DeleteTopic):
             if e.topic not in topics:
                 c.add(
@@ -92,7 +100,7 @@ def check_events(
                     f"topic {e.topic!r} does not exist {when}; fix the name or drop the event",
                 )
             elif c.config.delete_topic_enable:
-                del topics[e.topic]
+                held -= topics.pop(e.topic).partitions
         elif isinstance(e, ev.ReassignPartitions):
             if e.via == "api":
                 needs(REASSIGNMENT_API, "the AlterPartitionReassignments API")

@@ -1,7 +1,7 @@
-"""All-or-nothing output directories for ``kce whatif --out DIR``.
+"""All-or-nothing output directories: ``kce run --out DIR`` and ``kce whatif ... --out DIR``.
 
-A question writes everything into a fresh directory beside ``DIR`` (same parent, so on one
-filesystem) and only a question that finished swaps it in; a failed, interrupted or killed run never
+A command writes everything into a fresh directory beside ``DIR`` (same parent, so on one
+filesystem) and only a command that finished swaps it in; a failed, interrupted or killed run never
 leaves a half-written ``DIR``:
 
 * on normal exit the staged directory replaces ``DIR``. Linux swaps the two in one
@@ -32,16 +32,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+# What marks a directory as an earlier output: every command writes one of these.
+MARKERS = ("summary.json", "scaling.json")
 _TMP = ".tmp-"
 _OLD = ".old"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
+class ForeignOutputError(ValueError):
+    """``--out`` names a directory that is not an earlier output: replacing it would delete files
+    that kce did not write (``--out .`` or ``--out ~``)."""
+
+
 @contextmanager
 def staged_output(out: Path) -> Iterator[Path]:
-    """Yield an empty staging directory that replaces ``out`` when the block finishes normally."""
-    out = Path(out)
+    """Yield an empty staging directory that replaces ``out`` when the block finishes normally.
+
+    ``ForeignOutputError`` when ``out`` is a directory holding files but no ``summary.json``
+    (every kce command writes one): it is left alone.
+    """
+    # The absolute path: "." has no name to stage beside.
+    out = Path(os.path.abspath(out))
+    check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = _make_staging_dir(out)
     try:
@@ -55,6 +68,21 @@ def staged_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     _remove_stale(out)
+
+
+def check_replaceable(out: Path) -> None:
+    """``ForeignOutputError`` unless ``out`` is absent, a file, empty or an earlier output."""
+    out = Path(os.path.abspath(out))
+    if (
+        out.is_dir()
+        and not out.is_symlink()
+        and not any((out / m).exists() for m in MARKERS)
+        and any(out.iterdir())
+    ):
+        raise ForeignOutputError(
+            f"--out {out}: holds files but no {' or '.join(MARKERS)}, so it is not an earlier output and is "
+            "not replaced — name a new directory"
+        )
 
 
 def write_json(path: Path, obj: Any) -> None:

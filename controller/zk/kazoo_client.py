@@ -17,6 +17,7 @@ A lost connection behaves as in Kafka's ``ZooKeeperClient`` (ZooKeeper's Java cl
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -39,6 +40,12 @@ WatchFn = Callable[[WatchedEvent], Any]
 # How often a waiting request looks at the connection's state (it wakes at once on its reply).
 _POLL_S = 0.05
 
+log = logging.getLogger(__name__)
+# kazoo logs every failed reconnection attempt (several a second during an outage); the client
+# logs the loss and the return once instead, and the timeout error says the rest.
+_KAZOO_LOG = logging.getLogger(f"{__name__}.kazoo")
+_KAZOO_LOG.setLevel(logging.ERROR)
+
 
 class KazooZkClient:
     """``ZkClient`` over a real ZooKeeper ensemble (``hosts`` may end in a chroot).
@@ -58,6 +65,7 @@ class KazooZkClient:
         handler = kazoo_args.setdefault("handler", SequentialThreadingHandler())
         # kazoo's default backs off to an hour between attempts: a server back after an outage
         # would wait that long. Kafka's client retries within a second.
+        kazoo_args.setdefault("logger", _KAZOO_LOG)
         kazoo_args.setdefault(
             "connection_retry",
             KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, sleep_func=handler.sleep_func),
@@ -73,10 +81,16 @@ class KazooZkClient:
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.CONNECTED:
+            if self._disconnected_at is not None:
+                log.info("ZooKeeper %s: connected again", self.hosts)
             self._disconnected_at = None
         elif self._disconnected_at is None:
             self._disconnected_at = time.monotonic()
             self.disconnections += 1
+            log.info(
+                "ZooKeeper %s: connection lost (%s); waiting for it up to %d ms",
+                self.hosts, state, self.connection_timeout * 1000,
+            )  # fmt: skip
 
     def start(self, timeout: float = 15) -> None:
         self.kazoo.start(timeout=timeout)

@@ -156,7 +156,6 @@ def test_server_gone_for_good_ends_the_run_with_exit_2(
     assert "Traceback" not in err
 
 
-
 def test_slow_responses_change_nothing(
     spark: SparkSession, tmp_path: Path, server: ZooKeeperServer, baseline: dict[str, Any]
 ) -> None:
@@ -171,6 +170,7 @@ def test_slow_responses_change_nothing(
     assert slow["summary"]["errors"] == []
     assert slow["final"] == baseline["final"]
     assert [e["type"] for e in slow["events"]] == [e["type"] for e in baseline["events"]]
+
 
 def without_epochs(final: dict[str, Any]) -> dict[str, Any]:
     """The work a run did (assignments, leaders, ISRs, states, topics, brokers), not the epochs

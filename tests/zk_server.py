@@ -76,12 +76,13 @@ class ZooKeeperServer:
                 ]
             )
         )
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            ["java", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with self.log_path.open("ab") as log:  # the server writes to its own copy
+            self.process = subprocess.Popen(
+                ["java", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain",
+                 str(cfg)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

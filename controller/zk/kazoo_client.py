@@ -75,7 +75,6 @@ class KazooZkClient:
         self.connection_timeout = timeout if connection_timeout is None else connection_timeout
         self.watches = WatchKeeper(self.kazoo)
         self._disconnected_at: float | None = None
-        self.disconnections = 0
         self.kazoo.add_listener(self._on_state)
         self.kazoo.add_listener(self.watches.listen)
 
@@ -86,7 +85,6 @@ class KazooZkClient:
             self._disconnected_at = None
         elif self._disconnected_at is None:
             self._disconnected_at = time.monotonic()
-            self.disconnections += 1
             log.info(
                 "ZooKeeper %s: connection lost (%s); waiting for it up to %d ms",
                 self.hosts, state, self.connection_timeout * 1000,

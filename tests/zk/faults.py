@@ -6,7 +6,8 @@
 * ``Outage``: stops the server (SIGKILL) and, unless ``back_after_s`` is None, starts it again
   from a background thread, as an operator or a supervisor would.
 * ``DelayProxy``: a TCP proxy on loopback that holds every chunk of bytes for ``delay_s`` in each
-  direction, order kept (slow responses without a lost connection).
+  direction, order kept (slow responses without a lost connection); ``cut`` drops its connections
+  and refuses new ones until ``mend`` (a network partition between a client and the server).
 * ``znode_tree``: every znode under a path with its payload and version, to prove a write landed
   or did not.
 """
@@ -46,11 +47,6 @@ class FaultyEnsemble(ServerEnsemble):
             self.fired.append(at)
         super().wait_idle()
 
-    def disconnections(self) -> int:
-        """Lost connections seen by the sessions still open (closed ones are gone)."""
-        with self._lock:
-            return sum(c.disconnections for c in self._clients)
-
 
 @dataclass
 class Outage:
@@ -83,6 +79,7 @@ class DelayProxy:
         self.port = self._listener.getsockname()[1]
         self._sockets: list[socket.socket] = [self._listener]
         self._lock = threading.Lock()
+        self._refusing = False
         threading.Thread(target=self._accept, daemon=True, name="delay-proxy").start()
 
     @property
@@ -95,6 +92,9 @@ class DelayProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            if self._refusing:
+                client.close()
+                continue
             server = socket.create_connection(("127.0.0.1", self.target_port))
             with self._lock:
                 self._sockets += [client, server]
@@ -126,9 +126,21 @@ class DelayProxy:
                 self.chunks += 1
             for s in (source, sink):
                 _shut(s)
+            source.close()  # its reader is done; ``sink`` is the other writer's source
 
         threading.Thread(target=read, daemon=True).start()
         threading.Thread(target=write, daemon=True).start()
+
+    def cut(self) -> None:
+        """Drop every connection through the proxy and refuse new ones."""
+        self._refusing = True
+        with self._lock:
+            connections, self._sockets = self._sockets[1:], self._sockets[:1]
+        for s in connections:
+            _shut(s)
+
+    def mend(self) -> None:
+        self._refusing = False
 
     def close(self) -> None:
         with self._lock:

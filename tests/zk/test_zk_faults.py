@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, ServerEnsemble
 from controller.zk import admin_zk_client as admin
+from controller.zk.kazoo_client import KazooZkClient
 from controller.zk.paths import REASSIGN_PARTITIONS, ControllerZNode, PartitionStateZNode
 from spark_app import cli, runner
 from spark_app.runner import run
@@ -387,3 +389,46 @@ def test_concurrent_admin_requests_are_each_processed_once(
         )
     finally:
         h.close()
+
+
+def test_watches_survive_a_lost_connection_and_fire_for_changes_made_meanwhile(
+    server: ZooKeeperServer,
+) -> None:
+    # The client reaches the server through a proxy; an admin session does not.
+    connect = chroot(server)
+    ServerEnsemble(connect).close()  # creates the chroot
+    proxy = DelayProxy(server.port, delay_s=0.0)
+    client = KazooZkClient(connect.replace(server.hosts, proxy.hosts), SESSION_MS / 1000, 20.0)
+    admin_session = KazooClient(hosts=connect)
+    seen: queue.Queue[tuple[str, str]] = queue.Queue()
+
+    def watch(event: Any) -> None:
+        seen.put((event.type, event.path))
+
+    try:
+        client.start()
+        admin_session.start()
+        for path in ("/changed", "/kids", "/quiet"):
+            client.ensure_path(path)
+        client.get("/changed", watch=watch)
+        client.get_children("/kids", watch=watch)
+        client.exists("/created", watch=watch)
+        client.get("/quiet", watch=watch)
+        proxy.cut()  # the client is cut off; the admin writes meanwhile
+        admin_session.set("/changed", b"1")
+        admin_session.create("/kids/k")
+        admin_session.create("/created")
+        proxy.mend()
+        assert client.await_connected()
+        got = {seen.get(timeout=30) for _ in range(3)}
+        # Re-armed with the zxid last seen: what changed meanwhile fires at once, nothing else.
+        assert got == {("CHANGED", "/changed"), ("CHILD", "/kids"), ("CREATED", "/created")}
+        assert client.watches.rearmed == 4
+        admin_session.set("/quiet", b"1")  # still armed
+        assert seen.get(timeout=30) == ("CHANGED", "/quiet")
+        assert seen.empty()  # the handlers never saw the disconnection (no NONE event)
+    finally:
+        for session in (admin_session, client):
+            session.stop()
+            session.close()
+        proxy.close()

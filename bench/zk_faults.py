@@ -50,6 +50,11 @@ FAULTS: dict[str, tuple[str, int, str]] = {
         9,
         "each processed once; final state as the same requests one by one",
     ),
+    "test_watches_survive_a_lost_connection_and_fire_for_changes_made_meanwhile": (
+        "a client cut off from the server while znodes change",
+        1,
+        "its watches are re-armed; the changes made meanwhile fire at once, nothing else",
+    ),
     "test_slow_responses_change_nothing": (
         "all ZooKeeper traffic delayed 5 ms each way (a run)",
         1,

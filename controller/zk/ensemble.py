@@ -164,8 +164,9 @@ class KazooEnsemble:
 
     A missing chroot is created on construction, as Kafka does. ``session_timeout`` is kazoo's
     requested session timeout (Kafka's ``zookeeper.session.timeout.ms``); ``connection_timeout``
-    bounds each client's wait for a lost connection (``zookeeper.connection.timeout.ms``, the
-    session timeout if None); ``wait_timeout`` bounds every other wait (connect, expiry, barrier).
+    (``zookeeper.connection.timeout.ms``) bounds the wait for a session to connect, and each
+    client's wait for a lost connection (``wait_timeout`` and the session timeout if None);
+    ``wait_timeout`` bounds every other wait (expiry, barrier).
     ``wait_idle`` must not be called from a watch callback (it would wait for itself).
     """
 
@@ -181,6 +182,7 @@ class KazooEnsemble:
         self.session_timeout = session_timeout
         self.connection_timeout = connection_timeout
         self.wait_timeout = wait_timeout
+        self._start_timeout = wait_timeout if connection_timeout is None else connection_timeout
         self._lock = threading.Lock()
         self._clients: list[KazooZkClient] = []
         if self.chroot:
@@ -188,7 +190,7 @@ class KazooEnsemble:
 
     def _ensure_chroot(self) -> None:
         root = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
-        root.start(timeout=self.wait_timeout)
+        root.start(timeout=self._start_timeout)
         try:
             root.ensure_path(self.chroot)
         finally:
@@ -199,7 +201,7 @@ class KazooEnsemble:
         client = KazooZkClient(
             self.connect, self.session_timeout, self.connection_timeout, handler=_CountingHandler()
         )
-        client.start(timeout=self.wait_timeout)
+        client.start(timeout=self._start_timeout)
         with self._lock:
             self._clients.append(client)
         return client

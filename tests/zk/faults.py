@@ -10,6 +10,8 @@
   and refuses new ones until ``mend`` (a network partition between a client and the server).
 * ``znode_tree``: every znode under a path with its payload and version, to prove a write landed
   or did not.
+* ``request``/``admin_tool``: admin requests as Kafka's tools make them (``kafka-reassign-partitions
+  --zookeeper``, ``kafka-topics --delete``, ``kafka-leader-election``), from a thread.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 from zk_server import ZooKeeperServer
 
+from controller.events import controller_events as ev
+from controller.kafka_controller import KafkaController
 from controller.partition_store import ServerEnsemble
+from controller.zk import admin_zk_client as admin
 from controller.zk.kazoo_client import KazooZkClient
+from controller.zk.paths import REASSIGN_PARTITIONS
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 
 
 class FaultyEnsemble(ServerEnsemble):
@@ -161,3 +170,46 @@ def znode_tree(client: KazooZkClient, path: str = "/") -> dict[str, tuple[bytes,
     for child in sorted(client.get_children(path)):
         tree |= znode_tree(client, f"{path.rstrip('/')}/{child}")
     return tree
+
+
+def request(kind: str, arg: Any, zk: Any, active: Callable[[], KafkaController]) -> None:
+    """One admin request, as the tools make it: through ZooKeeper, or to the controller."""
+    if kind == "reassign":
+        admin.request_reassignment(zk, [arg])
+    elif kind == "delete":
+        admin.request_topic_deletion(zk, arg)
+    else:
+        tp = frozenset([ev.TopicPartition(*arg)])
+        active().events.put(
+            ev.ReplicaLeaderElection(
+                tp, ElectionType.PREFERRED, ElectionTrigger.AdminClientTriggered
+            )
+        )
+
+
+def admin_tool(
+    connect: str,
+    requests: list[tuple[str, Any]],
+    active: Callable[[], KafkaController],
+    errors: list[str],
+) -> None:
+    """``requests`` from a session of their own, while the controller runs; a reassignment
+    waits while another is in progress (the tool refuses then), as a script retrying would."""
+    zk = KazooClient(hosts=connect)
+    zk.start()
+    try:
+        for kind, arg in requests:
+            while True:
+                try:
+                    request(kind, arg, zk, active)
+                    break
+                except NodeExistsError:  # a reassignment is in progress: wait until it is done
+                    done = threading.Event()
+                    watch = lambda _e, done=done: done.set()  # noqa: E731
+                    if zk.exists(REASSIGN_PARTITIONS, watch=watch) is not None:
+                        done.wait(30)
+    except Exception as err:
+        errors.append(repr(err))
+    finally:
+        zk.stop()
+        zk.close()

@@ -11,23 +11,21 @@ import json
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults import DelayProxy, FaultyEnsemble, Outage, znode_tree
+from faults import DelayProxy, FaultyEnsemble, Outage, admin_tool, request, znode_tree
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
 from pyspark.sql import SparkSession
 from zk_server import ZooKeeperServer
 
 from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
 from controller.partition_store import EmulatedEnsemble, ServerEnsemble
-from controller.zk import admin_zk_client as admin
 from controller.zk.kazoo_client import KazooZkClient
-from controller.zk.paths import REASSIGN_PARTITIONS, ControllerZNode, PartitionStateZNode
+from controller.zk.paths import ControllerZNode, PartitionStateZNode
 from spark_app import cli, runner
 from spark_app.runner import run
 from spark_app.scenario import scenario_from_data
@@ -317,43 +315,6 @@ ADMIN_REQUESTS: list[tuple[str, Any]] = [
 ]  # fmt: skip
 
 
-def request(kind: str, arg: Any, zk: Any, active: Callable[[], KafkaController]) -> None:
-    """One admin request, as the tools make it: through ZooKeeper, or to the controller."""
-    if kind == "reassign":
-        admin.request_reassignment(zk, [arg])
-    elif kind == "delete":
-        admin.request_topic_deletion(zk, arg)
-    else:
-        tp = frozenset([ev.TopicPartition(*arg)])
-        active().events.put(
-            ev.ReplicaLeaderElection(
-                tp, ElectionType.PREFERRED, ElectionTrigger.AdminClientTriggered
-            )
-        )
-
-
-def admin_tool(connect: str, active: Callable[[], KafkaController], errors: list[str]) -> None:
-    """The requests from a session of their own, while the controller runs."""
-    zk = KazooClient(hosts=connect)
-    zk.start()
-    try:
-        for kind, arg in ADMIN_REQUESTS:
-            while True:
-                try:
-                    request(kind, arg, zk, active)
-                    break
-                except NodeExistsError:  # a reassignment is in progress: wait until it is done
-                    done = threading.Event()
-                    watch = lambda _e, done=done: done.set()  # noqa: E731
-                    if zk.exists(REASSIGN_PARTITIONS, watch=watch) is not None:
-                        done.wait(30)
-    except Exception as err:
-        errors.append(repr(err))
-    finally:
-        zk.stop()
-        zk.close()
-
-
 def test_concurrent_admin_requests_are_each_processed_once(
     spark: SparkSession, server: ZooKeeperServer
 ) -> None:
@@ -370,7 +331,7 @@ def test_concurrent_admin_requests_are_each_processed_once(
     h = harness(spark, ADMIN_SPEC, ServerEnsemble(connect, SESSION_MS / 1000))
     try:
         errors: list[str] = []
-        tool = threading.Thread(target=admin_tool, args=(connect, h.active, errors))
+        tool = threading.Thread(target=admin_tool, args=(connect, ADMIN_REQUESTS, h.active, errors))
         tool.start()
         while tool.is_alive():
             h.cluster.drain()

@@ -234,12 +234,12 @@ def zombie_writes(h: Harness) -> list[ev.ControllerEvent]:
     """One request per kind of controller write, as the active controller receives them."""
     data, stat = h.admin.get(PartitionStateZNode.path("z", 1))
     state = PartitionStateZNode.decode(data, "")
-    leader_epoch = h.active().ctx.live_brokers[1].epoch
+    broker_epoch = h.active().ctx.live_brokers[1].epoch  # the sender of AlterIsr
     shrink = ev.AlterIsrItem(state.leader_epoch, (1, 2), stat.version)
     return [
         ev.ReplicaLeaderElection(frozenset([Z[0]]), ElectionType.PREFERRED,
                                  ElectionTrigger.AdminClientTriggered),
-        ev.AlterIsrReceived(1, leader_epoch, {Z[1]: shrink}),
+        ev.AlterIsrReceived(1, broker_epoch, {Z[1]: shrink}),
         ev.ApiPartitionReassignment({Z[2]: (3, 2)}),
         ev.ControlledShutdown(3, h.active().ctx.live_brokers[3].epoch),
     ]  # fmt: skip

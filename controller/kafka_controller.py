@@ -37,7 +37,7 @@ from controller.processors.topics import TopicEvents
 from controller.records import ControllerSettings, EventRecord
 from controller.row_handlers import brokers as rb
 from controller.scheduler.timer import Clock, Timer
-from controller.zk.errors import ControllerMovedError
+from controller.zk.errors import ControllerMovedError, ZooKeeperClientTimeoutError
 from controller.zk.kafka_zk_client import (
     get_all_brokers,
     get_controller_id,
@@ -87,7 +87,9 @@ class KafkaController:
         self.on_event = on_event or (lambda record: None)
         self.ctx = ControllerContext(spark, delete_topic_enable=self.settings.delete_topic_enable)
         self.store = store
-        self.events = ControllerEventManager(self, clock, controller_id=broker_id)
+        self.events = ControllerEventManager(
+            self, clock, controller_id=broker_id, fatal=(ZooKeeperClientTimeoutError,)
+        )
         self.active_controller_id = -1
         self.committer = Committer(
             self.ctx, self.store, broker_id, clock, self.settings, COUNTERS, state_change_log
@@ -177,6 +179,10 @@ class KafkaController:
             log.info("[Controller id=%d] %s: controller moved (%s)", self.broker_id, event, err)
             record.failed = "ControllerMovedException"
             self.maybe_resign()
+        except ZooKeeperClientTimeoutError as err:
+            # Kafka's thread would wait for ZooKeeper forever; a run without it cannot go on.
+            record.failed = f"ZooKeeperClientTimeoutException: {err}"
+            raise
         except Exception as err:  # Kafka logs and carries on; the event loop must not die
             log.exception("[Controller id=%d] error processing %s", self.broker_id, event)
             record.failed = f"{type(err).__name__}: {err}"

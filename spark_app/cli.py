@@ -104,6 +104,7 @@ def _quickstart(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from controller.zk.errors import ZooKeeperClientTimeoutError
     from spark_app import runner
     from spark_app.scenario import ScenarioError, format_problems, load_scenario
     from spark_app.session import get_spark
@@ -143,6 +144,9 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"kce: {args.scenario}: the starting cluster breaks the model: {err}", file=sys.stderr
         )
+        return EXIT_INVALID
+    except ZooKeeperClientTimeoutError as err:
+        print(f"kce: {err}; the run stopped: start the ensemble again and rerun", file=sys.stderr)
         return EXIT_INVALID
     print(json.dumps(summary, indent=2))
     return EXIT_OK

@@ -62,8 +62,14 @@ def open_zookeeper(scenario: Scenario, override: str | None = None) -> Ensemble:
     mode = scenario.zookeeper.mode
     if override is not None:
         mode, connect = ("emulated", None) if override == "emulated" else ("kazoo", override)
+    config = scenario.config
     try:
-        ensemble = open_ensemble(mode, connect)
+        ensemble = open_ensemble(
+            mode,
+            connect,
+            config.zookeeper_session_timeout_ms,
+            config.zookeeper_connection_timeout_ms,
+        )
     except Exception as err:  # kazoo raises its timeouts and connection errors
         raise ZooKeeperUnavailableError(
             f"cannot use ZooKeeper {connect or mode!r}: {type(err).__name__}: {err}; start the "

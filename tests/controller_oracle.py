@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from controller.emulation.cluster import CONTROLLED_SHUTDOWN_MAX_RETRIES, EmulatedCluster
 from controller.events import controller_events as ev
 from controller.kafka_controller import KafkaController
-from controller.partition_store import EmulatedEnsemble, bootstrap_cluster
+from controller.partition_store import EmulatedEnsemble, Ensemble, bootstrap_cluster
 from controller.records import ControllerSettings, EventRecord
 from controller.zk.admin_zk_client import request_topic_deletion, set_topic_config
 from controller.zk.kafka_zk_client import get_controller_id
@@ -247,14 +247,16 @@ class Harness:
     previous_controller_epoch: int = 0  # what an earlier controller left in /controller_epoch
     records: list[EventRecord] = field(default_factory=list)
     settings: ControllerSettings = SETTINGS  # driver_rows picks the execution path
+    ensemble: Ensemble | None = None  # default: a new in-memory ZooKeeper
+    catch_up_ms: int = NO_CATCH_UP_MS
 
     def __post_init__(self) -> None:
         self.cluster = EmulatedCluster(
             self.spark,
-            EmulatedEnsemble(),
+            self.ensemble if self.ensemble is not None else EmulatedEnsemble(),
             self.settings,
             self.records.append,
-            catch_up_ms=NO_CATCH_UP_MS,
+            catch_up_ms=self.catch_up_ms,
         )
         self.admin = self.cluster.admin
         if self.previous_controller_epoch:

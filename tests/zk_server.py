@@ -2,6 +2,10 @@
 
 Runs ``ZooKeeperServerMain`` directly with a generated ``zoo.cfg``, a temp data dir and a free
 loopback port; ``start`` waits until the ``srvr`` four-letter word reports standalone mode.
+``halt`` ends the process and keeps the data dir, so a later ``start`` is the same server back on
+the same port with its znodes and sessions (a session survives if its client reconnects within
+its timeout, counted from the restart). ``tick_ms`` is ZooKeeper's ``tickTime``: sessions may
+ask for 2 to 20 ticks.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def four_letter(port: int, word: str, timeout: float = 1.0) -> str:
 
 
 class ZooKeeperServer:
-    def __init__(self) -> None:
+    def __init__(self, tick_ms: int = 2000) -> None:
         if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
             raise ZooKeeperMissingError(
                 f"real ZooKeeper tests need Java and {ZOOKEEPER_JAR} "
@@ -47,6 +51,7 @@ class ZooKeeperServer:
         self.dir = Path(tempfile.mkdtemp(prefix="zk-server-"))
         self.port = _free_port()
         self.log_path = self.dir / "server.log"
+        self.tick_ms = tick_ms
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -54,12 +59,12 @@ class ZooKeeperServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> ZooKeeperServer:
-        (self.dir / "data").mkdir()
+        (self.dir / "data").mkdir(exist_ok=True)
         cfg = self.dir / "zoo.cfg"
         cfg.write_text(
             "\n".join(
                 [
-                    "tickTime=2000",
+                    f"tickTime={self.tick_ms}",
                     f"dataDir={self.dir / 'data'}",
                     f"clientPort={self.port}",
                     "clientPortAddress=127.0.0.1",
@@ -71,12 +76,13 @@ class ZooKeeperServer:
                 ]
             )
         )
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            ["java", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with self.log_path.open("ab") as log:  # the server writes to its own copy
+            self.process = subprocess.Popen(
+                ["java", "-cp", CLASSPATH, "org.apache.zookeeper.server.ZooKeeperServerMain",
+                 str(cfg)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -93,12 +99,19 @@ class ZooKeeperServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def stop(self) -> None:
+    def halt(self, kill: bool = False) -> None:
+        """End the server process (SIGTERM, then SIGKILL after 10 s; ``kill``: SIGKILL at once, a
+        crash); the data dir stays."""
         if self.process is not None and self.process.poll() is None:
+            if kill:
+                self.process.kill()
             self.process.terminate()
             try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)

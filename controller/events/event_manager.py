@@ -9,7 +9,9 @@ State transitions (``state``, Kafka's ``ControllerState`` gauge):
 
 * ``Idle`` -> ``event.state`` when an event is taken from the queue and starts processing;
 * ``event.state`` -> ``Idle`` when its handler returns or raises (the error is logged and the loop
-  carries on: the event loop cannot die);
+  carries on: the event loop cannot die), except for the processor's ``fatal`` exceptions, which
+  go on to the consumer: the caller of ``run_until_idle`` ends what it runs (a ZooKeeper that
+  stayed unreachable), and the thread stops;
 * ``ShutdownEventThread`` is never processed: taking it stops the consumer with state ``Idle``.
 
 Each ``QueuedEvent`` is consumed once: whichever of process (by the consumer) and preempt (by
@@ -166,8 +168,10 @@ class ControllerEventManager:
         clock: Clock | None = None,
         controller_id: int | None = None,
         queue_time_reset_ms: int = EVENT_QUEUE_TIME_RESET_MS,
+        fatal: tuple[type[Exception], ...] = (),
     ) -> None:
         self._processor = processor
+        self._fatal = fatal
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._controller_id = controller_id
         self._queue_time_reset_ms = queue_time_reset_ms
@@ -347,6 +351,9 @@ class ControllerEventManager:
         started = time.perf_counter()
         try:
             queued.process(self._processor)
+        except self._fatal:
+            self.metrics.errors += 1
+            raise
         except Exception:
             self.metrics.errors += 1
             logger.exception("%sUncaught error processing event %r", self._log_prefix, event)

@@ -51,12 +51,19 @@ class ServerEnsemble(KazooEnsemble):
             return KazooStateStore(owned_session(self._clients, client))
 
 
-def open_ensemble(mode: str, connect: str | None = None) -> Ensemble:
-    """The ensemble a scenario's ``zookeeper`` section names: ``emulated`` or ``kazoo``."""
+def open_ensemble(
+    mode: str,
+    connect: str | None = None,
+    session_timeout_ms: int = 10_000,
+    connection_timeout_ms: int | None = None,
+) -> Ensemble:
+    """The ensemble a scenario's ``zookeeper`` section names: ``emulated`` or ``kazoo``; a real
+    one with Kafka's ``zookeeper.session.timeout.ms`` and ``zookeeper.connection.timeout.ms``."""
     if mode == "emulated":
         return EmulatedEnsemble()
     if mode == "kazoo":
         if not connect:
             raise ValueError("zookeeper mode kazoo needs connect: 'host:port[/chroot]'")
-        return ServerEnsemble(connect)
+        connection = None if connection_timeout_ms is None else connection_timeout_ms / 1000
+        return ServerEnsemble(connect, session_timeout_ms / 1000, connection_timeout=connection)
     raise ValueError(f"unknown zookeeper mode {mode!r}; expected 'emulated' or 'kazoo'")

@@ -76,12 +76,13 @@ class KazooStateStore:
 
     # -- reads ------------------------------------------------------------------------------
     def _all_keys(self) -> Iterator[tuple[str, int]]:
-        kz = self.client.kazoo
-        topics = sorted(kz.get_children(BROKER_TOPICS)) if kz.exists(BROKER_TOPICS) else []
+        client = self.client
+        topics = sorted(client.get_children(BROKER_TOPICS)) if client.exists(BROKER_TOPICS) else []
         paths = [TopicPartitionsZNode.path(t) for t in topics]
-        for (_path, result), topic in zip(
-            multi_read(kz, GET_CHILDREN, paths, self.max_ops, self.window), topics, strict=True
-        ):
+        reads = multi_read(
+            client.kazoo, GET_CHILDREN, paths, self.max_ops, self.window, client.settle
+        )
+        for (_path, result), topic in zip(reads, topics, strict=True):
             if isinstance(result, list):
                 for name in sorted(result, key=int):
                     yield topic, int(name)
@@ -99,7 +100,8 @@ class KazooStateStore:
         paths = (PartitionStateZNode.path(t, p) for t, p in keys)
         columns: dict[str, list] = {c: [] for c in STATE_COLUMNS}
         tables: list[pa.Table] = []
-        for path, result in multi_read(kz, GET_DATA, paths, self.max_ops, self.window):
+        reads = multi_read(kz, GET_DATA, paths, self.max_ops, self.window, self.client.settle)
+        for path, result in reads:
             if isinstance(result, NoNodeError):
                 continue
             if isinstance(result, Exception):
@@ -153,6 +155,7 @@ class KazooStateStore:
             self.max_ops,
             self.max_bytes,
             self.window,
+            self.client.settle,
         )
         return failed
 

@@ -59,8 +59,13 @@ class ReassignmentEvents:
 
     # -- entry points --------------------------------------------------------------------------
     def process_zk_partition_reassignment(self, _: ev.ZkPartitionReassignment) -> None:
+        self.reassign_from_zk()
+
+    def reassign_from_zk(self) -> set[ev.TopicPartition]:
+        """``/admin/reassign_partitions``, if there (re-arming its watch): start its entries;
+        the partitions it started (Kafka's ``processZkPartitionReassignment``)."""
         if not self.is_active() or not self.register_reassignment_watch():
-            return
+            return set()
         data, _stat = self.zk.get(REASSIGN_PARTITIONS)
         request = ReassignPartitionsZNode.decode_lenient(data)
         entries = [(e.topic, e.partition, e.replicas) for e in request.partitions]
@@ -69,6 +74,7 @@ class ReassignmentEvents:
         if failed:
             log.warning("Failed to reassign partitions from ZooKeeper: %s", sorted(failed))
             self.maybe_remove_from_zk_reassignment(failed)
+        return set(errors) - failed
 
     def process_api_partition_reassignment(self, event: ev.ApiPartitionReassignment) -> None:
         reply = event.callback or (lambda *a: None)
@@ -213,13 +219,18 @@ class ReassignmentEvents:
         )  # fmt: skip
         return errors
 
-    def _resume_on_driver(self, label: str, started: BrokerSet | None = None) -> bool:
-        """Restart the reassignments in flight (those targeting ``started``, if given) on the
-        driver's rows; False when the driver does not hold them."""
+    def _resume_on_driver(
+        self,
+        label: str,
+        started: BrokerSet | None = None,
+        skip: set[tuple[int, int]] | frozenset[()] = frozenset(),
+    ) -> bool:
+        """Restart the reassignments in flight (those targeting ``started``, if given; not those
+        of ``skip``) on the driver's rows; False when the driver does not hold them."""
         held = self.committer.held_rows()
         if held is None:
             return False
-        plan = rr.ongoing_plan(held)
+        plan = {k: t for k, t in rr.ongoing_plan(held).items() if k not in skip}
         if started is not None:
             plan = {k: t for k, t in plan.items() if t and set(t) & started.ids}
         if plan:
@@ -230,13 +241,15 @@ class ReassignmentEvents:
         return True
 
     def resume_reassignments(self) -> None:
-        """Failover: restart every in-flight reassignment (§3.3), then the ZooKeeper request."""
-        if not self._resume_on_driver("resume reassignments"):
+        """Failover (§10.6): the ZooKeeper request first (it may have come while no controller
+        was there), then every other in-flight reassignment; a partition the request started is
+        not restarted again (Kafka's ``initializePartitionReassignments``)."""
+        started = self.reassign_from_zk()
+        skip = {(self.ctx.topics[tp.topic].index, tp.partition) for tp in started}
+        if not self._resume_on_driver("resume reassignments", skip=skip):
             # Only partitions being reassigned can change: a partial step. The plan is read
             # off the rows it joins back to: settled.
-            self._resume(rp.being_reassigned(), "resume reassignments")
-        if self.register_reassignment_watch():
-            self.process_zk_partition_reassignment(ev.ZkPartitionReassignment())
+            self._resume(rp.being_reassigned(), "resume reassignments", skip)
 
     def on_brokers_started(self, started: BrokerSet, label: str) -> None:
         """§8.1 step 6: every reassignment whose target replicas include a started broker runs
@@ -247,10 +260,18 @@ class ReassignmentEvents:
             # Only those partitions can change: a partial step, settled (as above).
             self._resume(rp.targets_any(started, self.committer.width()), label)
 
-    def _resume(self, scope: Column, label: str) -> None:
-        """Restart the reassignments in flight among the rows of ``scope``, in Spark."""
+    def _resume(
+        self, scope: Column, label: str, skip: set[tuple[int, int]] | frozenset[()] = frozenset()
+    ) -> None:
+        """Restart the reassignments in flight among the rows of ``scope``, in Spark, but those
+        of ``skip`` (keys)."""
         table = self.committer.table(scope, settled=True)
         plan = rp.ongoing_plan(table)
+        if skip:
+            skipped = local_frame(
+                self.spark, sorted(skip), f"{s.TOPIC_INDEX} int, {s.PARTITION} int"
+            )
+            plan = plan.join(skipped, [s.TOPIC_INDEX, s.PARTITION], "left_anti")
         if self.committer.exists(plan):
             # The targets are the reassignments' own: none is replaced.
             out = hr.start_reassignment(table, plan, self.ctx.view(), replaces_ongoing=False)
@@ -322,7 +343,8 @@ class ReassignmentEvents:
             writer.multi(ops[i : i + 100])
 
     def maybe_remove_from_zk_reassignment(self, partitions: set[ev.TopicPartition]) -> None:
-        """Drop ``partitions`` from ``/admin/reassign_partitions``; delete it when empty."""
+        """Drop ``partitions`` from ``/admin/reassign_partitions``; delete it when empty (§10.3
+        B7)."""
         if not partitions or self.zk.exists(REASSIGN_PARTITIONS) is None:
             return
         data, stat = self.zk.get(REASSIGN_PARTITIONS)
@@ -342,6 +364,12 @@ class ReassignmentEvents:
             )
         else:
             writer.multi([Delete(REASSIGN_PARTITIONS, stat.version)])
+            # The exists-watch went with the znode: arm it again so that the next request is seen
+            # (Kafka enqueues a ZkPartitionReassignment for that, "Ensure we detect future
+            # reassignments"). Armed here, at once: an event would race the watch events this
+            # one's writes cause. One created meanwhile is processed as Kafka's event would.
+            if self.register_reassignment_watch():
+                self.put(ev.ZkPartitionReassignment())
 
 
 def _with_topic_id(payload: str, topic_id: str | None) -> bytes:

@@ -28,7 +28,10 @@ on the same connection after it; kazoo's connection thread hands a notification 
 callback queue before it reads the next reply. So once ``sync`` returns on a session, every
 notification for writes completed earlier is in that session's queue, and draining the queue
 runs it. A callback may write again, so this repeats until a round in which no callback ran at
-all on any session (each client's handler counts finished callbacks).
+all on any session (each client's handler counts finished callbacks). A session whose connection
+is lost is waited for first: its notifications, and those of its re-armed watches (the server
+sends them before it answers the re-arming), arrive once it is back; a client that stays
+disconnected for its connection timeout ends the wait with ``ZooKeeperClientTimeoutError``.
 """
 
 from __future__ import annotations
@@ -160,17 +163,26 @@ class KazooEnsemble:
     """Real kazoo sessions to ``connect`` (``host:port[,host:port...][/chroot]``).
 
     A missing chroot is created on construction, as Kafka does. ``session_timeout`` is kazoo's
-    requested session timeout; ``wait_timeout`` bounds every wait (connect, expiry, barrier).
+    requested session timeout (Kafka's ``zookeeper.session.timeout.ms``); ``connection_timeout``
+    (``zookeeper.connection.timeout.ms``) bounds the wait for a session to connect, and each
+    client's wait for a lost connection (``wait_timeout`` and the session timeout if None);
+    ``wait_timeout`` bounds every other wait (expiry, barrier).
     ``wait_idle`` must not be called from a watch callback (it would wait for itself).
     """
 
     def __init__(
-        self, connect: str, session_timeout: float = 10.0, wait_timeout: float = 30.0
+        self,
+        connect: str,
+        session_timeout: float = 10.0,
+        wait_timeout: float = 30.0,
+        connection_timeout: float | None = None,
     ) -> None:
         self.connect = connect
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout = session_timeout
+        self.connection_timeout = connection_timeout
         self.wait_timeout = wait_timeout
+        self._start_timeout = wait_timeout if connection_timeout is None else connection_timeout
         self._lock = threading.Lock()
         self._clients: list[KazooZkClient] = []
         if self.chroot:
@@ -178,7 +190,7 @@ class KazooEnsemble:
 
     def _ensure_chroot(self) -> None:
         root = KazooClient(hosts=self.hosts, timeout=self.session_timeout)
-        root.start(timeout=self.wait_timeout)
+        root.start(timeout=self._start_timeout)
         try:
             root.ensure_path(self.chroot)
         finally:
@@ -186,8 +198,10 @@ class KazooEnsemble:
             root.close()
 
     def client(self) -> KazooZkClient:
-        client = KazooZkClient(self.connect, self.session_timeout, handler=_CountingHandler())
-        client.start(timeout=self.wait_timeout)
+        client = KazooZkClient(
+            self.connect, self.session_timeout, self.connection_timeout, handler=_CountingHandler()
+        )
+        client.start(timeout=self._start_timeout)
         with self._lock:
             self._clients.append(client)
         return client
@@ -242,12 +256,13 @@ class KazooEnsemble:
         deadline = time.monotonic() + self.wait_timeout
         while True:
             with self._lock:
-                live = [c for c in self._clients if c.connected]
+                clients = list(self._clients)
+            live = [c for c in clients if c.await_connected()]  # closed ones are skipped
             handlers = [_handler(c) for c in live]
             finished = sum(h.finished for h in handlers)
             syncs = [c.kazoo.sync_async("/") for c in live]
-            for pending in syncs:
-                pending.get(timeout=max(deadline - time.monotonic(), 0.001))
+            for c, pending in zip(live, syncs, strict=True):
+                c.settle(pending, lambda c=c: c.kazoo.sync_async("/"))  # type: ignore[misc]
             for handler in handlers:
                 handler.wait_drained(deadline)
             if sum(h.finished for h in handlers) == finished:

@@ -23,3 +23,19 @@ class MalformedZnodeError(ValueError):
         super().__init__(f"malformed znode {path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class ZooKeeperClientTimeoutError(Exception):
+    """The client stayed disconnected from ZooKeeper for ``zookeeper.connection.timeout.ms``.
+
+    Kafka's ``ZooKeeperClientTimeoutException``, raised where Kafka's client would go on waiting
+    for the connection: a run cannot go on without its ZooKeeper.
+    """
+
+    def __init__(self, hosts: str, state: str, timeout_ms: int) -> None:
+        super().__init__(
+            f"Timed out waiting for connection while in state: {state}: ZooKeeper {hosts} "
+            f"unreachable for {timeout_ms} ms (zookeeper.connection.timeout.ms)"
+        )
+        self.hosts = hosts
+        self.timeout_ms = timeout_ms

@@ -8,6 +8,9 @@ No per-row round trip: requests are pipelined (``window`` in flight on one sessi
   rolled back by ZooKeeper, so that row is reported and the rest of the batch is resent.
 * Reads: ZooKeeper 3.6+'s ``multiRead`` (opcode 22), which kazoo lacks, fetches up to ``max_ops``
   children lists or payloads per request; a missing node is an error entry, not a failure.
+
+Each reply is awaited through ``settle(pending, resend)`` (``KazooZkClient.settle``: bounded, and
+a request lost with the connection is sent again); the default waits on kazoo alone.
 """
 
 from __future__ import annotations
@@ -92,17 +95,30 @@ class MultiRead(NamedTuple):
         return results
 
 
-def _pipelined(submit: Callable[[Any], Any], items: Iterable[Any], window: int) -> Iterator[Any]:
+Settle = Callable[[Any, Callable[[], Any]], Any]
+
+
+def kazoo_settle(pending: Any, resend: Callable[[], Any]) -> Any:
+    """Wait for ``pending`` as kazoo does (no bound, no resend)."""
+    return pending.get()
+
+
+def _pipelined(
+    submit: Callable[[Any], Any], items: Iterable[Any], window: int, settle: Settle
+) -> Iterator[Any]:
     """Submit ``items`` keeping ``window`` in flight; yield (item, result) in order."""
     in_flight: deque[tuple[Any, Any]] = deque()
+
+    def done() -> tuple[Any, Any]:
+        item, pending = in_flight.popleft()
+        return item, settle(pending, lambda: submit(item))
+
     for item in items:
         in_flight.append((item, submit(item)))
         if len(in_flight) >= window:
-            done, pending = in_flight.popleft()
-            yield done, pending.get()
+            yield done()
     while in_flight:
-        done, pending = in_flight.popleft()
-        yield done, pending.get()
+        yield done()
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -117,7 +133,12 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def multi_read(
-    kz: KazooClient, op_type: int, paths: Iterable[str], max_ops: int, window: int
+    kz: KazooClient,
+    op_type: int,
+    paths: Iterable[str],
+    max_ops: int,
+    window: int,
+    settle: Settle = kazoo_settle,
 ) -> Iterator[tuple[str, Any]]:
     """(path, result) for every path: (bytes, ZnodeStat), a children list, or an exception."""
     chroot = kz.chroot or ""
@@ -127,7 +148,7 @@ def multi_read(
         kz._call(MultiRead(op_type, [chroot + p for p in batch]), result)
         return result
 
-    for batch, results in _pipelined(submit, _chunks(paths, max_ops), window):
+    for batch, results in _pipelined(submit, _chunks(paths, max_ops), window, settle):
         yield from zip(batch, results, strict=True)
 
 
@@ -173,6 +194,7 @@ def write_batches(
     max_ops: int,
     max_bytes: int,
     window: int,
+    settle: Settle = kazoo_settle,
 ) -> Iterator[tuple[StateRow, str]]:
     """Write ``rows`` in fenced, pipelined multis; yield (row, error code) for every failed row."""
     chroot = kz.chroot or ""
@@ -213,7 +235,7 @@ def write_batches(
             yield retry.popleft()
 
     while True:
-        for batch, results in _pipelined(submit, batches(source()), window):
+        for batch, results in _pipelined(submit, batches(source()), window, settle):
             culprit = next(
                 (
                     i

@@ -73,7 +73,8 @@ class Gauges:
             under_replicated_partitions=int(row["urp"] or 0),
             reassigning_partitions=int(row["reassigning"] or 0),
             lagging_followers=int(row["lagging"] or 0),
-            counters={c: int(row[c] or 0) for c in counters},
+            # Sorted by name, as the driver path's are: the outputs do not depend on the path.
+            counters={c: int(row[c] or 0) for c in sorted(counters)},
         )
 
 

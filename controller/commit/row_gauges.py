@@ -74,7 +74,7 @@ def row_gauges(
         under_replicated_partitions=n["urp"],
         reassigning_partitions=n["moving"],
         lagging_followers=n["lagging"],
-        counters=dict(counters),
+        counters=dict(sorted(counters.items())),  # by name, as the Spark path's
     )
 
 

@@ -13,12 +13,13 @@ the events on one self-contained page).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,14 @@ from controller.records import ControllerSettings, EventRecord
 from controller.zk import admin_zk_client as admin
 from controller.zk.paths import BROKER_TOPICS
 from spark_app.actions import Actor
-from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
+from spark_app.playback import AdminFailure, Playback
 from spark_app.progress import Progress
 from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replication_settings
 from spark_app.replication_outputs import summary as replication_summary
+from spark_app.run_checkpoint import CheckpointError, CheckpointManifest, RunCheckpoints, load
 from spark_app.run_report import write_run_report
-from spark_app.scenario import Scenario, ScenarioEvent, format_duration
+from spark_app.scenario import Scenario
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
 from statemachines.layout import to_public_partitions, to_public_replicas
@@ -101,18 +103,65 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
 
 
 def run(
-    spark: SparkSession, scenario: Scenario, out: Path, zookeeper: Ensemble | None = None
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    zookeeper: Ensemble | None = None,
+    checkpoints: RunCheckpoints | None = None,
 ) -> dict[str, Any]:
-    """Play ``scenario``; returns the summary (also written to ``out/summary.json``)."""
+    """Play ``scenario``; returns the summary (also written to ``out/summary.json``). With
+    ``checkpoints``, the run is saved every so many scenario events (``run_checkpoint``)."""
     ensemble = zookeeper if zookeeper is not None else open_zookeeper(scenario)
+    if checkpoints is not None:
+        checkpoints.remove()  # an earlier run's: this one starts afresh
     try:
-        return _play(spark, scenario, out, ensemble)
+        started = time.perf_counter()
+        playback = _start(spark, scenario, out, ensemble)
+        return _finish(playback, scenario, out, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
         ensemble.close()
 
 
-def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble) -> dict[str, Any]:
+def resume(
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    checkpoints: RunCheckpoints,
+    manifest: CheckpointManifest,
+) -> dict[str, Any]:
+    """Continue the run saved in ``checkpoints.directory`` (``manifest``, as ``read_manifest``
+    checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
+    aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    writer = StateChangeLog(out, _text_log(scenario))
+    externals = _externals(spark, Progress(scenario.until), writer)
+    playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))
+    if not isinstance(playback, Playback):
+        raise CheckpointError(f"{checkpoints.directory}: its state is not a kce run")
+    checkpoints.saved_at = playback.played
+    try:
+        return _finish(playback, scenario, out, started, checkpoints)
+    finally:
+        playback.cluster.zookeeper.close()
+
+
+def _text_log(scenario: Scenario) -> bool:
+    return sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
+
+
+def _externals(spark: SparkSession, progress: Progress, writer: StateChangeLog) -> dict[str, Any]:
+    """What a checkpoint names rather than saves: this process's (``run_checkpoint``)."""
+    return {"spark": spark, "progress": progress, "state_change_writer": writer}
+
+
+def _outputs(writer: StateChangeLog) -> dict[str, Path]:
+    """The outputs written while the run goes (the others are written at its end)."""
+    return {"state-change": writer.parquet_dir, "state-change.log": writer.text_path}
+
+
+def _start(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble) -> Playback:
+    """Bootstrap the scenario's cluster and schedule its timeline."""
     # The scenario's state rows may break the model where Kafka's algorithm placed the replicas
     # (the load-time checks cannot see those): refuse them before anything is written.
     starting = initial_partitions(spark, scenario)
@@ -121,27 +170,22 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     rows = [r.asDict() for r in starting.collect()] if small else None
     validate_partitions(starting if rows is None else rows, scenario.broker_ids())
     out.mkdir(parents=True, exist_ok=True)
-    records: list[EventRecord] = []
-    text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
-    if (out / "state-change").exists():
-        shutil.rmtree(out / "state-change")
-    (out / "state-change.log").unlink(missing_ok=True)
-    changes = EventStateChangeLog(StateChangeLog(out, text))
-    progress = Progress(scenario.until)
-
-    def on_event(record: EventRecord) -> None:
-        records.append(record)
-        progress.update(record.at_ms, len(records))
-
+    writer = StateChangeLog(out, _text_log(scenario))
+    for path in _outputs(writer).values():  # of an earlier run into the same directory
+        if path.is_dir():
+            shutil.rmtree(path)
+        path.unlink(missing_ok=True)
     cluster = EmulatedCluster(
         spark,
         ensemble,
         settings_of(scenario),
-        on_event=on_event,
         catch_up_ms=scenario.emulation.catch_up_ms,
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
-        state_change_log=changes,
+        state_change_log=EventStateChangeLog(writer),
     )
+    timeline = list(scenario.timeline())
+    playback = Playback(cluster, Actor(cluster, scenario.seed), timeline, Progress(scenario.until))
+    cluster.on_event = playback.on_event
     if scenario.replication_enabled():
         cluster.model_replication(replication_settings(scenario))
     bootstrap_cluster(cluster.admin, {}, starting, cluster.states, rows=rows)
@@ -157,52 +201,42 @@ def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble
     for b in [first, *[x for x in live if x != first]]:
         cluster.brokers[b].controller.startup()
         cluster.drain()
-    actor = Actor(cluster, scenario.seed)
-    rejected: list[AdminFailure] = []
-
-    def play(event: ScenarioEvent) -> None:
-        try:
-            actor.apply(event)
-        except AdminRequestError as err:  # the admin tool reports it; the cluster goes on
-            failure = AdminFailure(len(records), event.at, event.type, err)
-            rejected.append(failure)
-            log.warning("kce: %s", failure.line())
-
     # Events due at one virtual time are applied in file order, then the controllers drain once,
     # so a burst (e.g. many ISR changes) reaches the controller as one batch of queued events.
-    for event in scenario.timeline():
-        cluster.timer.schedule_at(event.at, lambda e=event: play(e))
-    cluster.advance_to(scenario.until)
-    progress.close(scenario.until, len(records))
-    summary = _write_outputs(cluster, scenario, records, rejected, out)
+    for index, event in enumerate(timeline):
+        cluster.timer.schedule_at(event.at, functools.partial(playback.play, index))
+    return playback
+
+
+def _finish(
+    playback: Playback,
+    scenario: Scenario,
+    out: Path,
+    started: float,
+    checkpoints: RunCheckpoints | None,
+) -> dict[str, Any]:
+    """Play the rest of the timeline (saved at quiet points when due), then write the outputs."""
+    cluster, records = playback.cluster, playback.records
+
+    def quiet(now_ms: int) -> None:
+        if checkpoints is None or not checkpoints.due(playback.played):
+            return
+        changes = cluster.state_change_log
+        assert changes is not None
+        externals = _externals(cluster.spark, playback.progress, changes.log)
+        progress = (playback.played, len(records), now_ms)
+        checkpoints.save(playback, externals, _outputs(changes.log), progress)
+
+    cluster.advance_to(scenario.until, quiet)
+    playback.progress.close(scenario.until, len(records))
+    summary = _write_outputs(cluster, scenario, records, playback.rejected, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     # Last, from the files just written: the page shows exactly what the run's outputs hold.
     write_run_report(out, summary, scenario.until)
+    if checkpoints is not None:
+        checkpoints.remove()
     return summary
-
-
-@dataclass(frozen=True)
-class AdminFailure:
-    """An admin request Kafka rejected, after ``position`` controller events had been processed."""
-
-    position: int
-    at_ms: int
-    scenario_event: str
-    error: AdminRequestError
-
-    def line(self) -> str:
-        return f"{self.scenario_event} at {format_duration(self.at_ms)} failed: {self.error}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "virtual_time_ms": self.at_ms,
-            "controller": None,
-            "type": self.scenario_event,
-            "exception": self.error.exception,
-            "message": self.error.message,
-            "error": str(self.error),
-        }
 
 
 def _record_json(r: EventRecord) -> dict[str, Any]:

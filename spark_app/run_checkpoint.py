@@ -116,7 +116,9 @@ def _python() -> str:
 class _Saver(cloudpickle.Pickler):
     """Pickles a run: externals by name, DataFrames as Parquet files, locks made anew."""
 
-    def __init__(self, file: io.BufferedIOBase, frames_dir: Path, externals: Mapping[str, object]):
+    def __init__(
+        self, file: io.BufferedIOBase, frames_dir: Path, externals: Mapping[str, object]
+    ) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._frames_dir = frames_dir
         self._externals = {id(obj): name for name, obj in externals.items()}

@@ -303,7 +303,7 @@ class EmulatedCluster:
             admin.notify_log_dir_failure(broker.zk, broker_id)
 
     def advance_to(self, at_ms: int, quiet: Callable[[int], object] = lambda _now: None) -> None:
-        """Move virtual time, draining after each task run, then ``quiet(now)`` (all is idle)."""
+        """Move virtual time (replicas first); after each task run, drain, then ``quiet(now)``."""
         before = self.replication.advance_to if self.replication is not None else None
         self.timer.run_until(
             at_ms, after_each=lambda t: (self.drain(), quiet(t)), before_each=before

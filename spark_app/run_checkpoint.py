@@ -27,12 +27,14 @@ Layout under the checkpoint directory (``OUT/checkpoint`` unless ``--checkpoint-
 point leaves a manifest naming a complete checkpoint.
 
 The pickle is code: resume only checkpoints this installation wrote. The manifest records the
-``kce`` and Python versions, and a resume with others is refused, as is one whose scenario (with
-``--set`` and ``--driver-rows`` applied; ``spark`` settings aside) differs from the checkpoint's.
+``kce`` and Python versions and a digest of kce's sources, and a resume with others is refused,
+as is one whose scenario (with ``--set`` and ``--driver-rows`` applied; ``spark`` settings aside)
+differs from the checkpoint's.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import itertools
@@ -51,6 +53,9 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+import controller
+import spark_app
+import statemachines
 from controller.commit.checkpoint import local_checkpoint
 from spark_app import __version__
 from spark_app.scenario import Scenario
@@ -84,6 +89,9 @@ class CheckpointManifest(BaseModel):
 
     format_version: int = Field(description="Layout of the checkpoint; this kce reads 1.")
     kce_version: str = Field(description="The kce that wrote it (the pickle is tied to its code).")
+    code: str = Field(
+        pattern="^[0-9a-f]{64}$", description="sha256 of kce's Python sources that wrote it."
+    )
     python: str = Field(description="Python major.minor that wrote the pickle.")
     scenario: str = Field(description="The scenario's name.")
     scenario_fingerprint: str = Field(
@@ -111,6 +119,19 @@ def fingerprint(scenario: Scenario) -> str:
 
 def _python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@functools.cache
+def _code() -> str:
+    """sha256 of the sources whose classes and functions a checkpoint's pickle names: one
+    version string can cover several revisions of them."""
+    digest = hashlib.sha256()
+    for package in (controller, statemachines, spark_app):
+        root = Path(package.__file__).parent  # type: ignore[arg-type]
+        for source in sorted(root.rglob("*.py")):
+            digest.update(source.relative_to(root.parent).as_posix().encode("utf-8"))
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 class _Saver(cloudpickle.Pickler):
@@ -250,6 +271,7 @@ class RunCheckpoints:
         manifest = CheckpointManifest(
             format_version=FORMAT_VERSION,
             kce_version=__version__,
+            code=_code(),
             python=_python(),
             scenario=self.scenario,
             scenario_fingerprint=self.fingerprint,
@@ -314,11 +336,13 @@ def read_manifest(directory: Path, scenario: Scenario) -> CheckpointManifest:
             for e in err.errors()
         )
         raise CheckpointError(f"{path}: {problems}") from None
-    written_by = (manifest.kce_version, manifest.python)
-    if written_by != (__version__, _python()):
+    written_by = (manifest.kce_version, manifest.python, manifest.code)
+    if written_by != (__version__, _python(), _code()):
+        changed = " (its code changed since)" if written_by[:2] == (__version__, _python()) else ""
         raise CheckpointError(
             f"{path}: written by kce {written_by[0]} on Python {written_by[1]}; this is kce "
-            f"{__version__} on Python {_python()}: resume with the same installation"
+            f"{__version__}{changed} on Python {_python()}: resume with the installation that "
+            "wrote it"
         )
     if manifest.scenario_fingerprint != fingerprint(scenario):
         raise CheckpointError(

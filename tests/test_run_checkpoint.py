@@ -133,8 +133,8 @@ def test_resumed_run_ends_as_the_uninterrupted_run(runs: Runs) -> None:
     assert not (runs.resumed / "checkpoint").exists()  # a completed run removes it
 
 
-def test_resume_with_another_scenario_or_options_exits_2(
-    runs: Runs, capsys: pytest.CaptureFixture[str]
+def test_resume_with_another_scenario_options_or_code_exits_2(
+    runs: Runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kept = str(runs.kept)
     assert main(["run", str(OTHER), "--resume", kept]) == EXIT_INVALID
@@ -145,6 +145,12 @@ def test_resume_with_another_scenario_or_options_exits_2(
     changed += ["--set", "emulation.catch_up_ms=1s"]
     assert main(changed) == EXIT_INVALID
     assert "resume with the scenario file and the --set" in capsys.readouterr().err
+    shutil.copytree(runs.kept, tmp_path, dirs_exist_ok=True)
+    manifest = tmp_path / "checkpoint" / "manifest.json"
+    written = json.loads(manifest.read_text(encoding="utf-8"))
+    manifest.write_text(json.dumps({**written, "code": "0" * 64}), encoding="utf-8")
+    assert main(["run", str(SCENARIO), "--resume", str(tmp_path), *runs.options]) == EXIT_INVALID
+    assert "(its code changed since)" in capsys.readouterr().err
 
 
 def test_checkpoint_misuse_exits_2_before_the_run(

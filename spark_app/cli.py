@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint-dir",
         metavar="DIR",
         help="where checkpoints are written and read (default: checkpoint/ in the output "
-        "directory); removed when the run completes",
+        "directory); a run that completes removes its checkpoint",
     )
     from whatif.command import add_parser
 

@@ -1,8 +1,7 @@
 """Playing a plan on a fresh emulated cluster, and what each timed phase cost and did.
 
-A run is ``kce run``'s own machinery (``runner.starting_table``, ``start_cluster``,
-``schedule_timeline``) on an emulated ZooKeeper, without its output files (no state-change log,
-no tables written): the cluster is bootstrapped and played up to the plan's ``setup_ms`` untimed,
+A run is ``kce run``'s own machinery (``runner.starting_table``, ``start_playback``) on an
+emulated ZooKeeper, without its output files (no state-change log, no tables written): the cluster is bootstrapped and played up to the plan's ``setup_ms`` untimed,
 then each phase's window is measured (``measure.Probe``). Kafka's work in a window is summed from
 the ``EventRecord`` of every controller event processed in it, the same records ``kce run``
 writes to ``events.jsonl``, and from the ZooKeeper reads the emulated ensemble served.
@@ -128,15 +127,12 @@ class Player:
 
     def _emulated(self, plan: Plan) -> list[PhaseRun]:
         scenario, spark = plan.scenario, self.spark
-        records: list[EventRecord] = []
         ensemble = EmulatedEnsemble()
         starting, rows = self.starting(plan)
         try:
             started = time.perf_counter()
-            cluster = runner.start_cluster(
-                spark, scenario, ensemble, starting, rows, records.append
-            )
-            rejected = runner.schedule_timeline(cluster, scenario, lambda: len(records))
+            playback = runner.start_playback(spark, scenario, ensemble, starting, rows)
+            cluster, records, rejected = playback.cluster, playback.records, playback.rejected
             cluster.advance_to(plan.setup_ms)
             setup = time.perf_counter() - started
             out = []

@@ -33,7 +33,7 @@ class AdminRequestError(Exception):
     """An admin request Kafka rejects; ``exception`` is Kafka's exception class name."""
 
     def __init__(self, exception: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(exception, message)  # the constructor's arguments: it pickles
         self.exception = exception
         self.message = message
 

@@ -8,10 +8,15 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from spark_app import __version__
+
+if TYPE_CHECKING:
+    from spark_app.run_checkpoint import CheckpointManifest, RunCheckpoints
+    from spark_app.scenario import Scenario
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
 EXIT_OVER_BUDGET = 1
@@ -64,6 +69,25 @@ def _parser() -> argparse.ArgumentParser:
         help="hold a partitions table of at most N rows on the driver and run the events that "
         "can there (overrides execution.driver_rows; 0 runs every event in Spark)",
     )
+    run.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="save the whole run every N scenario events, once the controllers are idle, so that "
+        "--resume can continue it after a crash (emulated ZooKeeper only)",
+    )
+    run.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the run whose outputs go to DIR from its latest checkpoint (give the same "
+        "scenario and --set/--driver-rows options); its outputs are a whole run's",
+    )
+    run.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="where checkpoints are written and read (default: checkpoint/ in the output "
+        "directory); a run that completes removes its checkpoint",
+    )
     from scaling.command import add_parser as add_scale
     from whatif.command import add_parser
 
@@ -106,7 +130,8 @@ def _quickstart(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from controller.zk.errors import ZooKeeperClientTimeoutError
     from spark_app import runner
-    from spark_app.scenario import ScenarioError, format_problems, load_scenario
+    from spark_app.run_checkpoint import CheckpointError
+    from spark_app.scenario import ScenarioError, format_duration, format_problems, load_scenario
     from spark_app.session import get_spark
     from spark_app.staged_output import ForeignOutputError, check_replaceable
     from spark_app.validate import ClusterModelError
@@ -125,21 +150,30 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         execution = scenario.execution.model_copy(update={"driver_rows": args.driver_rows})
         scenario = scenario.model_copy(update={"execution": execution})
+    out = Path(args.resume or args.out or Path("out") / scenario.name)
     try:
-        ensemble = runner.open_zookeeper(scenario, args.zk)
-    except runner.ZooKeeperUnavailableError as err:
+        checkpoints, manifest = _checkpoints(args, scenario, out)
+    except CheckpointError as err:
         print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
-    out = Path(args.out) if args.out else Path("out") / scenario.name
-    try:
-        check_replaceable(out)
-    except ForeignOutputError as err:
-        ensemble.close()
-        print(f"kce: {err}", file=sys.stderr)
-        return EXIT_INVALID
+    ensemble = None  # a resumed run's is in its checkpoint
+    if manifest is not None:
+        played = f"{manifest.scenario_events} of {len(scenario.timeline())} scenario events"
+        at = format_duration(manifest.virtual_time_ms)
+        print(f"kce: resuming {out} at {at} virtual ({played} played)", file=sys.stderr)
+    else:
+        try:
+            check_replaceable(out)
+            ensemble = runner.open_zookeeper(scenario, args.zk)
+        except (runner.ZooKeeperUnavailableError, ForeignOutputError) as err:
+            print(f"kce: {err}", file=sys.stderr)
+            return EXIT_INVALID
     spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     try:
-        summary = runner.run(spark, scenario, out, ensemble)
+        if manifest is not None and checkpoints is not None:
+            summary = runner.resume(spark, scenario, out, checkpoints, manifest)
+        else:
+            summary = runner.run(spark, scenario, out, ensemble, checkpoints)
     except ClusterModelError as err:
         print(
             f"kce: {args.scenario}: the starting cluster breaks the model: {err}", file=sys.stderr
@@ -148,8 +182,44 @@ def _run(args: argparse.Namespace) -> int:
     except ZooKeeperClientTimeoutError as err:
         print(f"kce: {err}; the run stopped: start the ensemble again and rerun", file=sys.stderr)
         return EXIT_INVALID
+    except CheckpointError as err:
+        print(f"kce: {err}", file=sys.stderr)
+        return EXIT_INVALID
     print(json.dumps(summary, indent=2))
     return EXIT_OK
+
+
+def _checkpoints(
+    args: argparse.Namespace, scenario: Scenario, out: Path
+) -> tuple[RunCheckpoints | None, CheckpointManifest | None]:
+    """``kce run``'s checkpoints (none without ``--checkpoint-every`` or ``--resume``) and, with
+    ``--resume``, the manifest of the one to continue; ``CheckpointError`` for a misuse."""
+    from spark_app.run_checkpoint import CheckpointError, RunCheckpoints, read_manifest
+
+    every = args.checkpoint_every
+    if every is not None and every < 1:
+        raise CheckpointError(f"--checkpoint-every must be 1 or more, got {every}")
+    if args.resume is not None and args.out is not None:
+        raise CheckpointError("--resume DIR continues into DIR: leave out --out")
+    if every is None and args.resume is None:
+        return None, None
+    zookeeper = args.zk or scenario.zookeeper.mode
+    if zookeeper != "emulated":
+        # A real ensemble cannot be rolled back: its tree moves on past the checkpoint, and the
+        # killed process's sessions expire with the brokers' and the controller's ephemerals.
+        raise CheckpointError(
+            "--checkpoint-every and --resume need the emulated ZooKeeper (a real ensemble moves "
+            "on past a checkpoint, and a killed run's sessions expire with their ephemeral "
+            "znodes); run with --zk emulated"
+        )
+    directory = Path(args.checkpoint_dir) if args.checkpoint_dir else out / "checkpoint"
+    if args.resume is None:
+        return RunCheckpoints(directory, every, scenario), None
+    manifest = read_manifest(directory, scenario)
+    checkpoints = RunCheckpoints(
+        directory, every or manifest.every, scenario, manifest.scenario_events
+    )
+    return checkpoints, manifest
 
 
 def _whatif(args: argparse.Namespace) -> int:

@@ -14,11 +14,12 @@ the events on one self-contained page). All of them are written into a staging d
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,14 @@ from controller.zk import ZkClient
 from controller.zk import admin_zk_client as admin
 from controller.zk.paths import BROKER_IDS, BROKER_TOPICS, CONTROLLER, CONTROLLER_EPOCH
 from spark_app.actions import Actor
-from spark_app.admin_validation import AdminRequestError
 from spark_app.cluster_builder import initial_partitions
+from spark_app.playback import AdminFailure, Playback
 from spark_app.progress import Progress
 from spark_app.replication_outputs import LOG_STATE_KEYS, metric_line, replication_settings
 from spark_app.replication_outputs import summary as replication_summary
+from spark_app.run_checkpoint import CheckpointError, CheckpointManifest, RunCheckpoints, load
 from spark_app.run_report import write_run_report
-from spark_app.scenario import Scenario, ScenarioEvent, format_duration
+from spark_app.scenario import Scenario
 from spark_app.staged_output import staged_output
 from spark_app.validate import validate_partitions, violations_json
 from statemachines import schemas as s
@@ -120,57 +122,88 @@ def settings_of(scenario: Scenario) -> ControllerSettings:
 
 
 def run(
-    spark: SparkSession, scenario: Scenario, out: Path, zookeeper: Ensemble | None = None
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    zookeeper: Ensemble | None = None,
+    checkpoints: RunCheckpoints | None = None,
 ) -> dict[str, Any]:
-    """Play ``scenario``; returns the summary (also written to ``out/summary.json``)."""
+    """Play ``scenario``; returns the summary (also written to ``out/summary.json``). With
+    ``checkpoints``, the run is saved every so many scenario events (``run_checkpoint``)."""
     ensemble = zookeeper if zookeeper is not None else open_zookeeper(scenario)
+    if checkpoints is not None:
+        checkpoints.remove()  # an earlier run's: this one starts afresh
     try:
-        return _play(spark, scenario, out, ensemble)
+        started = time.perf_counter()
+        # The scenario's state rows may break the model where Kafka's algorithm placed the
+        # replicas (the load-time checks cannot see those): refuse them before anything is written.
+        starting, rows = starting_table(spark, scenario)
+        # Everything, the state-change log written during the run included, goes to a staging
+        # directory that replaces ``out`` only when the run has finished (a failed, interrupted
+        # or killed run leaves the previous ``out`` as it was; checkpoints live apart).
+        with staged_output(out) as staged:
+            playback = _start(spark, scenario, staged, ensemble, starting, rows)
+            return _finish(playback, scenario, staged, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
         ensemble.close()
 
 
-def _play(spark: SparkSession, scenario: Scenario, out: Path, ensemble: Ensemble) -> dict[str, Any]:
+def resume(
+    spark: SparkSession,
+    scenario: Scenario,
+    out: Path,
+    checkpoints: RunCheckpoints,
+    manifest: CheckpointManifest,
+) -> dict[str, Any]:
+    """Continue the run saved in ``checkpoints.directory`` (``manifest``, as ``read_manifest``
+    checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
+    aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
-    # The scenario's state rows may break the model where Kafka's algorithm placed the replicas
-    # (the load-time checks cannot see those): refuse them before anything is written.
-    starting, rows = starting_table(spark, scenario)
-    # Everything, the state-change log written during the run included, goes to a staging
-    # directory that replaces ``out`` only when the run has finished (a failed, interrupted or
-    # killed run leaves the previous ``out`` as it was).
     with staged_output(out) as staged:
-        return _record(spark, scenario, staged, ensemble, starting, rows, started)
+        writer = StateChangeLog(staged, _text_log(scenario))
+        externals = _externals(spark, Progress(scenario.until), writer)
+        playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))
+        if not isinstance(playback, Playback):
+            raise CheckpointError(f"{checkpoints.directory}: its state is not a kce run")
+        checkpoints.saved_at = playback.played
+        try:
+            return _finish(playback, scenario, staged, started, checkpoints)
+        finally:
+            playback.cluster.zookeeper.close()
 
 
-def _record(
+def _text_log(scenario: Scenario) -> bool:
+    return sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
+
+
+def _externals(
+    spark: SparkSession, progress: Progress | None, writer: StateChangeLog
+) -> dict[str, Any]:
+    """What a checkpoint names rather than saves: this process's (``run_checkpoint``)."""
+    return {"spark": spark, "progress": progress, "state_change_writer": writer}
+
+
+def _outputs(writer: StateChangeLog) -> dict[str, Path]:
+    """The outputs written while the run goes (the others are written at its end)."""
+    return {"state-change": writer.parquet_dir, "state-change.log": writer.text_path}
+
+
+def _start(
     spark: SparkSession,
     scenario: Scenario,
     out: Path,
     ensemble: Ensemble,
     starting: DataFrame,
     rows: list[dict[str, Any]] | None,
-    started: float,
-) -> dict[str, Any]:
-    """Bootstrap the cluster, play the timeline and write every output into ``out``."""
-    records: list[EventRecord] = []
-    text = sum(scenario.topic_partition_counts().values()) <= STATE_CHANGE_TEXT_MAX_PARTITIONS
-    changes = EventStateChangeLog(StateChangeLog(out, text))
-    progress = Progress(scenario.until)
-
-    def on_event(record: EventRecord) -> None:
-        records.append(record)
-        progress.update(record.at_ms, len(records))
-
-    cluster = start_cluster(spark, scenario, ensemble, starting, rows, on_event, changes)
-    rejected = schedule_timeline(cluster, scenario, lambda: len(records))
-    cluster.advance_to(scenario.until)
-    progress.close(scenario.until, len(records))
-    summary = _write_outputs(cluster, scenario, records, rejected, out)
-    summary["wall_seconds"] = round(time.perf_counter() - started, 3)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    # Last, from the files just written: the page shows exactly what the run's outputs hold.
-    write_run_report(out, summary, scenario.until)
-    return summary
+) -> Playback:
+    """Bootstrap the scenario's cluster and schedule its timeline, the state-change log going
+    to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    writer = StateChangeLog(out, _text_log(scenario))
+    return start_playback(
+        spark, scenario, ensemble, starting, rows, EventStateChangeLog(writer),
+        Progress(scenario.until),
+    )  # fmt: skip
 
 
 def starting_table(
@@ -189,26 +222,29 @@ def starting_table(
     return starting, rows
 
 
-def start_cluster(
+def start_playback(
     spark: SparkSession,
     scenario: Scenario,
     ensemble: Ensemble,
     starting: DataFrame,
     rows: list[dict[str, Any]] | None,
-    on_event: Callable[[EventRecord], None],
     changes: EventStateChangeLog | None = None,
-) -> EmulatedCluster:
-    """The cluster at t=0: ``starting`` in ZooKeeper, the brokers registered, the first
-    controller elected (its startup processed)."""
+    progress: Progress | None = None,
+) -> Playback:
+    """The cluster at t=0 (``starting`` in ZooKeeper, the brokers registered, the first
+    controller elected) with the scenario's events on its timer, in a ``Playback`` that records
+    the controller events from the first."""
     cluster = EmulatedCluster(
         spark,
         ensemble,
         settings_of(scenario),
-        on_event=on_event,
         catch_up_ms=scenario.emulation.catch_up_ms,
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
     )
+    timeline = list(scenario.timeline())
+    playback = Playback(cluster, Actor(cluster, scenario.seed), timeline, progress)
+    cluster.on_event = playback.on_event
     if scenario.replication_enabled():
         cluster.model_replication(replication_settings(scenario))
     bootstrap_cluster(cluster.admin, {}, starting, cluster.states, rows=rows)
@@ -224,53 +260,43 @@ def start_cluster(
     for b in [first, *[x for x in live if x != first]]:
         cluster.brokers[b].controller.startup()
         cluster.drain()
-    return cluster
-
-
-def schedule_timeline(
-    cluster: EmulatedCluster, scenario: Scenario, position: Callable[[], int]
-) -> list[AdminFailure]:
-    """Put the scenario's events on the cluster's timer; the list returned fills with the admin
-    requests Kafka rejects, each after ``position()`` controller events."""
-    actor = Actor(cluster, scenario.seed)
-    rejected: list[AdminFailure] = []
-
-    def play(event: ScenarioEvent) -> None:
-        try:
-            actor.apply(event)
-        except AdminRequestError as err:  # the admin tool reports it; the cluster goes on
-            failure = AdminFailure(position(), event.at, event.type, err)
-            rejected.append(failure)
-            log.warning("kce: %s", failure.line())
-
     # Events due at one virtual time are applied in file order, then the controllers drain once,
     # so a burst (e.g. many ISR changes) reaches the controller as one batch of queued events.
-    for event in scenario.timeline():
-        cluster.timer.schedule_at(event.at, lambda e=event: play(e))
-    return rejected
+    for index, event in enumerate(timeline):
+        cluster.timer.schedule_at(event.at, functools.partial(playback.play, index))
+    return playback
 
 
-@dataclass(frozen=True)
-class AdminFailure:
-    """An admin request Kafka rejected, after ``position`` controller events had been processed."""
+def _finish(
+    playback: Playback,
+    scenario: Scenario,
+    out: Path,
+    started: float,
+    checkpoints: RunCheckpoints | None,
+) -> dict[str, Any]:
+    """Play the rest of the timeline (saved at quiet points when due), then write the outputs."""
+    cluster, records = playback.cluster, playback.records
 
-    position: int
-    at_ms: int
-    scenario_event: str
-    error: AdminRequestError
+    def quiet(now_ms: int) -> None:
+        if checkpoints is None or not checkpoints.due(playback.played):
+            return
+        changes = cluster.state_change_log
+        assert changes is not None
+        externals = _externals(cluster.spark, playback.progress, changes.log)
+        progress = (playback.played, len(records), now_ms)
+        checkpoints.save(playback, externals, _outputs(changes.log), progress)
 
-    def line(self) -> str:
-        return f"{self.scenario_event} at {format_duration(self.at_ms)} failed: {self.error}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "virtual_time_ms": self.at_ms,
-            "controller": None,
-            "type": self.scenario_event,
-            "exception": self.error.exception,
-            "message": self.error.message,
-            "error": str(self.error),
-        }
+    cluster.advance_to(scenario.until, quiet)
+    if playback.progress is not None:
+        playback.progress.close(scenario.until, len(records))
+    summary = _write_outputs(cluster, scenario, records, playback.rejected, out)
+    summary["wall_seconds"] = round(time.perf_counter() - started, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    # Last, from the files just written: the page shows exactly what the run's outputs hold.
+    write_run_report(out, summary, scenario.until)
+    if checkpoints is not None:
+        checkpoints.remove()
+    return summary
 
 
 def _record_json(r: EventRecord) -> dict[str, Any]:

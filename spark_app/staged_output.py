@@ -32,8 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# What marks a directory as an earlier output: every command writes one of these.
-MARKERS = ("summary.json", "scaling.json")
+# What marks a directory as an earlier output: every command writes one of these, and a run
+# killed after a checkpoint leaves its manifest.
+MARKERS = ("summary.json", "scaling.json", "checkpoint/manifest.json")
 _TMP = ".tmp-"
 _OLD = ".old"
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -80,7 +81,7 @@ def check_replaceable(out: Path) -> None:
         and any(out.iterdir())
     ):
         raise ForeignOutputError(
-            f"--out {out}: holds files but no {' or '.join(MARKERS)}, so it is not an earlier output and is "
+            f"--out {out}: holds files but no {', '.join(MARKERS[:-1])} or {MARKERS[-1]}, so it is not an earlier output and is "
             "not replaced — name a new directory"
         )
 

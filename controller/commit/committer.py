@@ -467,6 +467,7 @@ class Committer:
         # A reply may still read the generation the event started from: blocks are freed
         # when the event ends (``end``).
         self._retired += [*ctx.store.replaced, diff]
+        ctx.store.replaced = []  # handed over: nothing refers to them once they are freed
         self.driver.spark_committed(gauges)
         if self.record is not None:
             self.record.add_commit(gauges, written, requests)

@@ -302,10 +302,12 @@ class EmulatedCluster:
             self.failed_log_dirs.add(broker_id)
             admin.notify_log_dir_failure(broker.zk, broker_id)
 
-    def advance_to(self, at_ms: int) -> None:
-        """Move virtual time, draining after each task run; the replicas move to it before."""
+    def advance_to(self, at_ms: int, quiet: Callable[[int], object] = lambda _now: None) -> None:
+        """Move virtual time (replicas first); after each task run, drain, then ``quiet(now)``."""
         before = self.replication.advance_to if self.replication is not None else None
-        self.timer.run_until(at_ms, after_each=lambda _now: self.drain(), before_each=before)
+        self.timer.run_until(
+            at_ms, after_each=lambda t: (self.drain(), quiet(t)), before_each=before
+        )
         if self.replication is not None:
             self.replication.advance_to(at_ms)
         self.drain()

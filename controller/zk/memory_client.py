@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -23,7 +22,6 @@ from controller.zk.memory_tree import DELETED
 from controller.zk.memory_watches import Watches, WatchFn
 
 T = TypeVar("T")
-_session_ids = itertools.count(0x1_0000_0000)
 
 
 class InMemoryClient:
@@ -87,7 +85,7 @@ class InMemoryClient:
             self._open_session()
 
     def _open_session(self) -> None:
-        self.session_id = next(_session_ids)
+        self.session_id = self.store.new_session_id()
         self._password = os.urandom(16)
         self.client_state = KeeperState.CONNECTED
         self._change_state(KazooState.CONNECTED)

@@ -67,11 +67,19 @@ class Server:
         self.dispatcher = Dispatcher()
         self.sessions: list[Session] = []
         self.reads = 0  # read requests served, by every session (see the module docstring)
+        # The server numbers sessions, as ZooKeeper does: ids stay unique within this store
+        # however many stores a process runs, and a store saved and loaded keeps numbering on.
+        self._next_session_id = 0x1_0000_0000
 
     def use_clock(self, clock_ms: Callable[[], int]) -> None:
         """Znode times come from ``clock_ms`` from now on."""
         with self.lock:
             self.tree.clock_ms = clock_ms
+
+    def new_session_id(self) -> int:
+        with self.lock:
+            self._next_session_id += 1
+            return self._next_session_id - 1
 
     def attach(self, session: Session) -> None:
         with self.lock:

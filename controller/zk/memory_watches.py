@@ -9,6 +9,7 @@ blocks until everything queued so far has run: tests use it instead of sleeping.
 from __future__ import annotations
 
 import logging
+import pickle
 import queue
 import threading
 from collections.abc import Callable
@@ -52,6 +53,13 @@ class Dispatcher:
 
     def stop(self) -> None:
         self._queue.put(_STOP)
+
+    def __reduce__(self) -> tuple[type[Dispatcher], tuple[str]]:
+        """Pickled idle, as a store saved between events is: loaded, it is a new dispatcher with
+        a thread of its own (a queued callback could not be carried over)."""
+        if self._queue.unfinished_tasks:
+            raise pickle.PicklingError("the ZooKeeper dispatcher still has callbacks to run")
+        return (Dispatcher, (self._thread.name,))
 
     def _run(self) -> None:
         while True:

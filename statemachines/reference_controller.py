@@ -385,7 +385,9 @@ class ReferenceController:
         self, broker: int, items: Mapping[Key, ref_isr.AlterIsrItem]
     ) -> dict[Key, str]:
         """§12.5 step 2 (``reference_isr.alter_isr``); returns each partition's error name."""
-        self.partitions, errors = ref_isr.alter_isr(self.partitions, broker, items)
+        self.partitions, errors = ref_isr.alter_isr(
+            self.partitions, broker, items, self.controller_epoch
+        )
         return errors
 
     # -- §10 reassignment ------------------------------------------------------------------------

@@ -35,14 +35,17 @@ def update_leader_and_isr_cache(
 
 
 def alter_isr(
-    partitions: Mapping[Key, Partition], broker: int, items: Mapping[Key, AlterIsrItem]
+    partitions: Mapping[Key, Partition],
+    broker: int,
+    items: Mapping[Key, AlterIsrItem],
+    controller_epoch: int,
 ) -> tuple[dict[Key, Partition], dict[Key, str]]:
     """§12.5 step 2 for the items of an AlterIsr request from ``broker`` that passed the
     request-level checks: the partitions after it, and each item's error name.
 
     An accepted change writes (leader = sender, the request's leader epoch, the new ISR) at the
-    next znode version; the cached controller epoch stays (Kafka copies the cached leadership
-    with the new LeaderAndIsr). An unchanged one is answered without a write.
+    next znode version, with the controller's epoch (``updateLeaderAndIsr`` writes every
+    LeaderAndIsr with it). An unchanged one is answered without a write.
     """
     out = dict(partitions)
     errors: dict[Key, str] = {}
@@ -59,6 +62,7 @@ def alter_isr(
         else:
             errors[k] = "NONE"
             out[k] = replace(
-                p, leader=broker, leader_epoch=epoch, isr=tuple(new_isr), zk_version=version + 1
-            )
+                p, leader=broker, leader_epoch=epoch, isr=tuple(new_isr),
+                controller_epoch=controller_epoch, zk_version=version + 1,
+            )  # fmt: skip
     return out, errors

@@ -367,6 +367,8 @@ def test_alter_isr_answers_per_partition_and_writes_only_accepted_changes() -> N
     )
     assert errors == {T0: "NONE", ("t", 1): "NONE", ("t", 9): "UNKNOWN_TOPIC_OR_PARTITION"}
     assert _leadership(rc.partitions[T0]) == (1, (1, 2), 0, 1, ONLINE)
+    # Written by this controller (epoch 2) over a state an earlier one (epoch 1) left.
+    assert rc.partitions[T0].controller_epoch == 2
     assert rc.on_alter_isr(1, {T0: (0, (1, 2), 1)}) == {T0: "NONE"}  # unchanged: no write
     assert rc.partitions[T0].zk_version == 1
     assert rc.on_alter_isr(1, {T0: (0, (1, 2, 3), 0)}) == {T0: "INVALID_UPDATE_VERSION"}

@@ -213,9 +213,10 @@ def test_alter_isr(spark: SparkSession, table: tuple, data: st.DataObject) -> No
             epoch = r.leader_epoch + data.draw(st.integers(-1, 1))
             version = r.zk_version + data.draw(st.integers(-1, 0))
             items.append((r.topic_index, r.partition, sender, epoch, isr, version))
-    out = hi.alter_isr(frame, local_frame(spark, items, hi.ALTER_ISR_SCHEMA))
+    epoch = data.draw(st.integers(1, 9))  # the controller's, carried by every write
+    out = hi.alter_isr(frame, local_frame(spark, items, hi.ALTER_ISR_SCHEMA), epoch)
     step = _step(rows)
-    ri.alter_isr(step, items)
+    ri.alter_isr(step, items, epoch)
     _same(out, step, (hi.ISR_UPDATED,))
     want = {(r[s.TOPIC_INDEX], r[s.PARTITION]): r[hi.ALTER_ISR_ERROR] for r in out.collect()}
     assert step.kept[hi.ALTER_ISR_ERROR] == want

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from controller.handlers.tracked import tracked
 from statemachines import schemas as s
+from statemachines.columns import runtime_int
 
 _KEY = [s.TOPIC_INDEX, s.PARTITION]
 ALTER_ISR_SCHEMA = (
@@ -51,10 +52,11 @@ def with_zk_leadership(table: DataFrame, states: DataFrame) -> DataFrame:
     )
 
 
-def alter_isr(table: DataFrame, requests: DataFrame) -> DataFrame:
+def alter_isr(table: DataFrame, requests: DataFrame, controller_epoch: int) -> DataFrame:
     """AlterIsr items (``ALTER_ISR_SCHEMA``, one row per partition, ``_sender`` the leader)
     checked against ``table``'s rows of those partitions and applied where Kafka accepts them:
-    ``isr_updated`` and the reply's error code (``ALTER_ISR_ERROR``) per row."""
+    ``isr_updated`` and the reply's error code (``ALTER_ISR_ERROR``) per row. A write carries
+    the writer's ``controller_epoch``, as every state-znode write of the controller does."""
     requests = requests.withColumn("_req", F.lit(True))
     w = s.width(table)
     joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
@@ -85,6 +87,9 @@ def alter_isr(table: DataFrame, requests: DataFrame) -> DataFrame:
     updates[s.LEADER] = F.when(write, F.col("_sender")).otherwise(F.col(s.LEADER))
     # Kafka writes the request's LeaderAndIsr: its leader epoch too (never below the cached).
     updates[s.LEADER_EPOCH] = F.when(write, F.col("_req_epoch")).otherwise(F.col(s.LEADER_EPOCH))
+    updates[s.CONTROLLER_EPOCH] = F.when(write, runtime_int(controller_epoch)).otherwise(
+        F.col(s.CONTROLLER_EPOCH)
+    )
     updates[s.ZK_VERSION] = F.col(s.ZK_VERSION) + write.cast("int")
     return joined.select(
         *[updates.get(c, F.col(c)).alias(c) for c in s.compact_columns(w)],

@@ -220,7 +220,7 @@ class IsrEvents:
                 "AlterIsrReceived", extra=(hi.ISR_UPDATED,), scope=Scope.named(keys)
             )
         if step is not None:
-            ri.alter_isr(step, rows)
+            ri.alter_isr(step, rows, self.ctx.epoch)
             names = {t.index: t.name for t in self.ctx.topics.values()}
             errors = {
                 ev.TopicPartition(names[k[0]], k[1]): str(error)
@@ -230,7 +230,7 @@ class IsrEvents:
             return
         requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
         table = self.committer.table(keys={(r[0], r[1]) for r in rows})
-        out = hi.alter_isr(table, requests)
+        out = hi.alter_isr(table, requests, self.ctx.epoch)
         # The replies are read off the committed rows: one evaluation makes both.
         self.committer.stage(
             out,

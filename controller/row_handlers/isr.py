@@ -16,7 +16,7 @@ ZkLeadership = tuple[int, int, list[int], int, int]
 AlterIsrItem = tuple[int, int, int, int, list[int], int]
 
 
-def alter_isr(step: EventRows, items: Iterable[AlterIsrItem]) -> None:
+def alter_isr(step: EventRows, items: Iterable[AlterIsrItem], controller_epoch: int) -> None:
     """Check each item against its row and apply it where Kafka accepts it: ``isr_updated``
     and the reply's error code (kept as ``ALTER_ISR_ERROR``) per row."""
     errors: dict[tuple[int, int], object] = {}
@@ -39,7 +39,7 @@ def alter_isr(step: EventRows, items: Iterable[AlterIsrItem]) -> None:
             errors[key] = "NONE"
             step.rows[key] = replace(
                 row, isr=tuple(new_isr), leader=sender, leader_epoch=epoch,
-                zk_version=row.zk_version + 1,
+                controller_epoch=controller_epoch, zk_version=row.zk_version + 1,
             )  # fmt: skip
             updated.append(key)
     step.count(ISR_UPDATED, updated)

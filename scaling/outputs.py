@@ -5,7 +5,9 @@
 * ``scaling.json``: ``name``, ``sweep`` (the file), ``environment`` (machine and Spark),
   ``columns``, ``rows`` (the CSV's rows, each with ``error_messages`` and, for a what-if
   question, ``answer``: its ``summary.json``), ``exponents`` (operation → series → figure →
-  growth exponent), ``budgets_exceeded``;
+  growth exponent over every size), ``step_exponents`` (operation → series → figure → the
+  exponent between each two consecutive sizes: ``from``, ``to``, ``exponent``),
+  ``budgets_exceeded``;
 * ``charts/<operation>.png``, ``summary.md`` and ``report.html`` (``report``).
 """
 
@@ -16,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scaling.growth import exponents
+from scaling.growth import exponents, steps
 from scaling.report import charts, markdown, write_report
 from scaling.results import COLUMNS
 from spark_app.staged_output import staged_output, write_json
@@ -52,6 +54,7 @@ def write_outputs(
                 "columns": list(COLUMNS),
                 "rows": [{**r, **d} for r, d in zip(rows, details, strict=True)],
                 "exponents": exponents(rows),
+                "step_exponents": steps(rows),
                 "budgets_exceeded": list(exceeded),
             },
         )

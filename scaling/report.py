@@ -15,7 +15,7 @@ from typing import Any
 
 from html_report.charts import inline_png, loglog_panels
 from html_report.page import Section, render_report
-from scaling.growth import TIME_KEYS, WORK_CHARTED, exponents, series, series_name
+from scaling.growth import TIME_KEYS, WORK_CHARTED, exponents, series, series_name, steps
 
 Row = Mapping[str, Any]
 # (column, heading) of the Markdown and page tables.
@@ -78,9 +78,22 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _step_lines(figures: Mapping[str, Sequence[Mapping[str, float]]]) -> list[str]:
+    """``from 1e+06 to 1e+07: wall_seconds 0.98, …``: one line per step of more than one."""
+    by_step: dict[tuple[float, float], list[str]] = {}
+    for key, found in figures.items():
+        for step in found:
+            by_step.setdefault((step["from"], step["to"]), []).append(
+                f"{key} {step['exponent']:.2f}"
+            )
+    if len(by_step) < 2:
+        return []  # the fit over the sizes is that one step
+    return [f"from {a:,.0f} to {b:,.0f}: {', '.join(shown)}" for (a, b), shown in by_step.items()]
+
+
 def markdown(name: str, rows: Sequence[Row], exceeded: Sequence[str], environment: Row) -> str:
     """``summary.md``: per operation a table of its points and its growth exponents."""
-    fits = exponents(rows)
+    fits, by_step = exponents(rows), steps(rows)
     lines = [f"# Scaling sweep `{name}`", ""]
     lines.append(
         f"Spark {environment.get('spark')} on `{environment.get('spark_master')}`, "
@@ -106,6 +119,8 @@ def markdown(name: str, rows: Sequence[Row], exceeded: Sequence[str], environmen
         for name, figures in fits.get(operation, {}).items():
             shown = ", ".join(f"{k} {v:.2f}" for k, v in figures.items() if v is not None)
             lines.append(f"Growth exponents ({name}): {shown or 'fewer than two sizes'}.")
+            for line in _step_lines(by_step.get(operation, {}).get(name, {})):
+                lines.append(f"- {line}")
         lines.append("")
     return "\n".join(lines)
 

@@ -14,9 +14,10 @@ import pytest
 from PIL import Image
 from pyspark.sql import SparkSession
 
-from scaling.growth import fit_exponent
+from scaling.growth import fit_exponent, step_exponents
 from scaling.operations import plan_all
 from scaling.play import REQUEST_KEYS
+from scaling.report import markdown
 from scaling.results import AXES, COLUMNS
 from scaling.sweep import load_sweep
 from spark_app import runner
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
 OPERATIONS = ("broker_failure", "controller_failover", "rack_outage", "rack_outage.recovery")
 WHATIF = "whatif-leaders"
+AXES_VALUES = {"brokers": 100, "racks": 3, "replication_factor": 3, "topics": 1,
+               "partitions_per_topic": 1, "type": "broker_failure"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +87,8 @@ def test_smoke_csv_columns_are_stable(smoke: Path) -> None:
 def test_smoke_json_keys_and_exponents(smoke: Path, rows: list[dict[str, str]]) -> None:
     data = json.loads((smoke / "scaling.json").read_text())
     assert list(data) == [
-        "name", "sweep", "environment", "columns", "rows", "exponents", "budgets_exceeded",
+        "name", "sweep", "environment", "columns", "rows", "exponents", "step_exponents",
+        "budgets_exceeded",
     ]  # fmt: skip
     assert data["name"] == "smoke" and data["budgets_exceeded"] == []
     assert data["columns"] == list(COLUMNS)
@@ -95,6 +99,11 @@ def test_smoke_json_keys_and_exponents(smoke: Path, rows: list[dict[str, str]]) 
     # Elections grow with the partitions the failed broker led: linearly.
     assert series["elections"] == pytest.approx(1.0, abs=0.1)
     assert set(data["exponents"]) == {*OPERATIONS, WHATIF}
+    # Two sizes: one step, the fit itself.
+    (steps,) = data["step_exponents"]["broker_failure"].values()
+    assert steps["elections"] == [
+        {"from": 1000, "to": 4000, "exponent": pytest.approx(series["elections"], abs=1e-3)}
+    ]
 
 
 def test_smoke_charts_are_pngs_and_the_report_shows_them(smoke: Path) -> None:
@@ -220,3 +229,24 @@ def test_growth_exponent_is_the_log_log_slope() -> None:
     assert fit_exponent([(1e3, 0.0), (1e4, 5.0), (1e5, 50.0)]) == pytest.approx(1.0)
     assert fit_exponent([(1e3, 1.0), (1e3, 2.0)]) is None
     assert fit_exponent([]) is None
+
+
+def test_step_exponents_read_the_growth_between_consecutive_sizes() -> None:
+    # A fixed cost dominates the small size: the fit over all sizes is below the last step's.
+    points = [(1e5, 3.0), (1e6, 4.0), (1e7, 40.0)]
+    assert step_exponents(points) == [
+        {"from": 1e5, "to": 1e6, "exponent": pytest.approx(math.log10(4 / 3), abs=1e-3)},
+        {"from": 1e6, "to": 1e7, "exponent": pytest.approx(1.0)},
+    ]
+    assert fit_exponent(points) < 1.0
+    assert step_exponents([(1e7, 2.0), (1e5, 2.0), (1e6, 0.0)]) == [
+        {"from": 1e5, "to": 1e7, "exponent": 0.0}
+    ]
+    assert step_exponents([(1e5, 1.0)]) == []
+    rows = [
+        {"partitions": p, "operation": "broker_failure", "wall_seconds": t, **AXES_VALUES}
+        for p, t in points
+    ]
+    text = markdown("s", rows, [], {})
+    assert "- from 100,000 to 1,000,000: wall_seconds 0.12" in text
+    assert "- from 1,000,000 to 10,000,000: wall_seconds 1.00" in text

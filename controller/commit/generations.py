@@ -21,7 +21,8 @@ from statemachines import schemas as s
 
 KEY = (s.TOPIC_INDEX, s.PARTITION)
 # The delta's keys are broadcast to every read of the table: bounded like the in-memory
-# ZooKeeper's delta (``PartitionRegion``), by a quarter of the table and a million rows.
+# ZooKeeper's delta (``PartitionRegion``), by a quarter of the table and a million rows. A delta
+# past the million (one commit that changed more) is read by a shuffle until it folds.
 DELTA_MAX_ROWS = 1_000_000
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
 
@@ -45,7 +46,7 @@ class Generations:
         """Every row: the base's, with the delta's in place of their keys'; lazy."""
         if self.base is None or self.delta is None:
             return self.base
-        return superseded(self.base, self._delta(), KEY)
+        return superseded(self.base, self._delta(), KEY, self.delta_rows <= DELTA_MAX_ROWS)
 
     def rows_named(self, keys: DataFrame) -> DataFrame:
         """The table's rows whose key is one of ``keys`` (a small frame); lazy."""
@@ -89,7 +90,11 @@ class Generations:
         assert self.base is not None
         before = self.frames()
         delta = self._delta()
-        merged = changed if delta is None else superseded(delta, changed, KEY)
+        # One commit may change more rows than the bound (a rack of 33 brokers failing at 1e7
+        # partitions changes every row): its keys are joined by a shuffle, here and in the
+        # fold that follows, where broadcasting ten million keys exhausted the driver.
+        small = self.delta_rows + count <= DELTA_MAX_ROWS
+        merged = changed if delta is None else superseded(delta, changed, KEY, small)
         # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
         target = changed.sparkSession.sparkContext.defaultParallelism
         self.delta = local_checkpoint(merged.coalesce(target), eager=False)

@@ -79,11 +79,16 @@ def without_base(upd: DataFrame) -> DataFrame:
     return upd.select(*KEY, *nulls, *[c for c in upd.columns if c not in KEY])
 
 
-def superseded(rows: DataFrame, newer: DataFrame, key: Sequence[str] = KEY) -> DataFrame:
+def superseded(
+    rows: DataFrame, newer: DataFrame, key: Sequence[str] = KEY, broadcast: bool = True
+) -> DataFrame:
     """``rows`` with ``newer``'s rows in place of those of the same ``key`` (``newer``'s keys
-    broadcast)."""
+    broadcast, unless ``broadcast`` is False: keys too many to build into one hash table on
+    the driver, which are joined by a shuffle instead)."""
     keys = list(key)
-    return rows.join(F.broadcast(newer.select(*keys)), keys, "left_anti").unionByName(newer)
+    named = newer.select(*keys)
+    named = F.broadcast(named) if broadcast else named
+    return rows.join(named, keys, "left_anti").unionByName(newer)
 
 
 def named_rows(

@@ -79,7 +79,7 @@ def _cell(value: Any) -> str:
 
 
 def _step_lines(figures: Mapping[str, Sequence[Mapping[str, float]]]) -> list[str]:
-    """``from 1e+06 to 1e+07: wall_seconds 0.98, …``: one line per step of more than one."""
+    """``from 1,000,000 to 10,000,000: wall_seconds 0.98, …``: a line per step, if several."""
     by_step: dict[tuple[float, float], list[str]] = {}
     for key, found in figures.items():
         for step in found:

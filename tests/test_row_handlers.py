@@ -214,7 +214,8 @@ def test_alter_isr(spark: SparkSession, table: tuple, data: st.DataObject) -> No
             version = r.zk_version + data.draw(st.integers(-1, 0))
             items.append((r.topic_index, r.partition, sender, epoch, isr, version))
     epoch = data.draw(st.integers(1, 9))  # the controller's, carried by every write
-    out = hi.alter_isr(frame, local_frame(spark, items, hi.ALTER_ISR_SCHEMA), epoch)
+    small = data.draw(st.booleans())  # items broadcast, or joined by a shuffle
+    out = hi.alter_isr(frame, local_frame(spark, items, hi.ALTER_ISR_SCHEMA), epoch, small)
     step = _step(rows)
     ri.alter_isr(step, items, epoch)
     _same(out, step, (hi.ISR_UPDATED,))

@@ -133,6 +133,7 @@ class Committer:
         named: DataFrame | None = None,
         settled: bool = False,
         keys: Collection[tuple[int, int]] | None = None,
+        named_small: bool = True,
     ) -> DataFrame:
         """The rows a step starts from: the committed generation with what the event staged in
         place of its rows, each row with its committed values beside it (handlers carry them,
@@ -141,11 +142,12 @@ class Committer:
 
         ``scope``: the rows the step may touch (plus, when the event staged rows already,
         those: a step leaves a row it has no business with as it is); ``named``: only the rows
-        of these keys (a small frame of ``topic_index``, ``partition``). Stage the step's
-        result with ``partial`` when it holds only those rows. ``settled``: the step reads the
-        rows more than once, so what the event staged is checkpointed first. ``keys``: only
-        the rows of these (topic_index, partition) pairs, a small set held on the driver; the
-        next step can then read the staged rows beside committed ones (unlike ``named``).
+        of these keys (a frame of ``topic_index``, ``partition``; ``named_small``: few enough
+        to broadcast). Stage the step's result with ``partial`` when it holds only those rows.
+        ``settled``: the step reads the rows more than once, so what the event staged is
+        checkpointed first. ``keys``: only the rows of these (topic_index, partition) pairs,
+        a small set held on the driver; the next step can then read the staged rows beside
+        committed ones (unlike ``named``).
         """
         covers = None
         if keys is not None:
@@ -166,7 +168,7 @@ class Committer:
             table = self.ctx.partitions
             assert table is not None, "no generation yet: the controller is not active"
             if named is not None:
-                table = self.ctx.store.rows_named(named)
+                table = self.ctx.store.rows_named(named, named_small)
             if scope is not None:
                 table = table.where(scope)
             if covers is not None:

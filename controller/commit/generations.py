@@ -48,10 +48,11 @@ class Generations:
             return self.base
         return superseded(self.base, self._delta(), KEY, self.delta_rows <= DELTA_MAX_ROWS)
 
-    def rows_named(self, keys: DataFrame) -> DataFrame:
-        """The table's rows whose key is one of ``keys`` (a small frame); lazy."""
+    def rows_named(self, keys: DataFrame, small: bool = True) -> DataFrame:
+        """The table's rows whose key is one of ``keys`` (``small``: few enough to broadcast);
+        lazy."""
         assert self.base is not None
-        return named_rows(self.base, self._delta(), keys, KEY)
+        return named_rows(self.base, self._delta(), keys, KEY, small)
 
     def narrow(self, columns: list[str]) -> None:
         """Read the table as ``columns``: a narrower width, whose dropped positions are empty

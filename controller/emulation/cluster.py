@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from controller.commit.checkpoint import local_checkpoint, release
-from controller.commit.gauges import lagging_positions
 from controller.commit.state_change_store import EventStateChangeLog
 from controller.context import ControllerContext
+from controller.emulation.catch_up import Rejoining, rejoining, rejoining_frame
 from controller.emulation.replication import Replication
 from controller.emulation.replication_records import ReplicationSettings
 from controller.events import controller_events as ev
@@ -41,12 +40,11 @@ from controller.zk.kafka_zk_client import create_persistent_paths, register_brok
 from controller.zk.paths import PartitionStateZNode
 from controller.zk.protocol import ZkClient
 from statemachines import schemas as s
-from statemachines.columns import has_leadership
-from statemachines.replica_states import ReplicaState
 
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_MAX_RETRIES = 3
+FRAME_CATCH_UP_ROWS = 100_000
 
 
 @dataclass
@@ -71,6 +69,9 @@ class EmulatedCluster:
     clock: VirtualClock = field(default_factory=VirtualClock)
     brokers: dict[int, EmulatedBroker] = field(default_factory=dict)
     catch_up_ms: int = 0
+    # Past this many partitions a catch-up's AlterIsr requests carry Spark frames: Python items
+    # for millions of partitions cost more than the commit itself (and the driver's memory).
+    frame_catch_up_rows: int = FRAME_CATCH_UP_ROWS
     alter_isr: bool = True  # inter.broker.protocol.version >= 2.7-IV2
     state_change_log: EventStateChangeLog | None = None
     replication: Replication | None = None  # the brokers' logs, when the scenario models them
@@ -82,6 +83,7 @@ class EmulatedCluster:
         self.states: PartitionStateStore = self.zookeeper.state_store(self.admin)
         self._catch_up_at: set[int] = set()
         self._catch_up_due = False
+        self._sent: list[DataFrame] = []  # catch-up frames the controllers' requests read
         self.failed_log_dirs: set[int] = set()  # brokers whose log directory failed
 
     def _observe(self, record: EventRecord) -> None:
@@ -215,6 +217,9 @@ class EmulatedCluster:
                 if self.replication is not None and self.replication.settle():
                     continue  # the leaders sent AlterIsr requests
                 if not self._catch_up_due:
+                    for frame in self._sent:  # every request sent is answered
+                        release(frame)
+                    self._sent.clear()
                     return
                 self._catch_up_due = False
                 self.catch_up()
@@ -271,22 +276,40 @@ class EmulatedCluster:
         if active is None or active.ctx.partitions is None:
             return
         ctx = active.ctx
-        if ctx.table.driver is not None:
-            rows = _rejoining(ctx)
-            if not self.alter_isr:
-                self.states.write_state_rows([(*r, 1) for r in rows], ctx.epoch_zk_version)
-                admin.propagate_isr_changes(self.admin, [(r[0], r[1]) for r in rows])
-                return
-        else:
-            frame = _rejoining_frame(ctx)
-            if not self.alter_isr:
-                frame = local_checkpoint(frame)  # written and notified: one evaluation
-                self.states.write_states(frame.select(*STATE_COLUMNS), ctx.epoch_zk_version)
-                keys = [(r[0], r[1]) for r in frame.select(s.TOPIC, s.PARTITION).collect()]
-                release(frame)
-                admin.propagate_isr_changes(self.admin, keys)
-                return
-            rows = [tuple(r) for r in frame.collect()]  # type: ignore[misc]
+        if ctx.table.driver is None:
+            self._catch_up_frame(ctx)
+            return
+        rows = rejoining(ctx)
+        if not self.alter_isr:
+            self.states.write_state_rows([(*r, 1) for r in rows], ctx.epoch_zk_version)
+            admin.propagate_isr_changes(self.admin, [(r[0], r[1]) for r in rows])
+            return
+        self._send_items(rows)
+
+    def _catch_up_frame(self, ctx: ControllerContext) -> None:
+        """``catch_up`` over the Spark table, evaluated once. Past ``frame_catch_up_rows``
+        partitions, the leaders' proposals stay a frame: each leader's request is its rows of
+        it (an ``AlterIsrFrame``)."""
+        frame = local_checkpoint(rejoining_frame(ctx))
+        if not self.alter_isr:
+            self.states.write_states(frame.select(*STATE_COLUMNS), ctx.epoch_zk_version)
+            keys = [(r[0], r[1]) for r in frame.select(s.TOPIC, s.PARTITION).collect()]
+            release(frame)
+            admin.propagate_isr_changes(self.admin, keys)
+            return
+        counts = sorted(tuple(r) for r in frame.groupBy(s.LEADER).count().collect())
+        active = self.active_controller()
+        if active is None or sum(n for _, n in counts) <= self.frame_catch_up_rows:
+            self._send_items([tuple(r) for r in frame.collect()])  # type: ignore[misc]
+            release(frame)
+            return
+        self._sent.append(frame)  # read by the controller's commit; freed once it is idle
+        for leader, rows in counts:
+            epoch = self.brokers[leader].epoch
+            request = ev.AlterIsrReceived(leader, epoch, frame=ev.AlterIsrFrame(frame, rows))
+            active.events.put(request)
+
+    def _send_items(self, rows: list[Rejoining]) -> None:
         by_leader: dict[int, dict[ev.TopicPartition, ev.AlterIsrItem]] = {}
         for topic, partition, leader, epoch, isr, _cepoch, version in rows:
             item = ev.AlterIsrItem(epoch, tuple(isr), version)
@@ -345,58 +368,3 @@ class EmulatedCluster:
             except (BadVersionError, NoNodeError):
                 out.append(-1)
         return out
-
-
-_FOLLOWING = (ReplicaState.NewReplica, ReplicaState.OnlineReplica)
-Rejoining = tuple[str, int, int, int, list[int], int, int]
-
-
-def _rejoining(ctx: ControllerContext) -> list[Rejoining]:
-    """The new state of each partition with lagging followers, off the driver's rows: topic,
-    partition, leader, leader epoch, the ISR with them appended (``gauges.lagging_positions``),
-    controller epoch, zk version."""
-    assert ctx.table.driver is not None
-    view = ctx.view()
-    names = {t.index: t.name for t in ctx.topics.values()}
-    out: list[Rejoining] = []
-    for (index, partition), r in sorted(ctx.table.driver.items()):
-        joining = [
-            b
-            for b, st in zip(r.replicas, r.replica_states, strict=True)
-            if b in view.live.ids and b != r.leader and st in _FOLLOWING and b not in r.isr
-        ]
-        if r.has_leadership and r.leader in view.live_or_shutting_down.ids and joining:
-            isr = [*r.isr, *joining]
-            out.append((names[index], partition, r.leader, r.leader_epoch, isr,
-                        r.controller_epoch, r.zk_version))  # fmt: skip
-    return out
-
-
-def _rejoining_frame(ctx: ControllerContext) -> DataFrame:
-    """``_rejoining`` over the Spark table (the same columns)."""
-    table, view = ctx.partitions, ctx.view()
-    assert table is not None
-    w = s.width(table)
-    lagging = lagging_positions(w, view)
-    isr = F.array_compact(
-        F.array(
-            *[F.when(F.col(s.isr_col(k)) != s.EMPTY_SLOT, F.col(s.isr_col(k))) for k in range(w)]
-        )
-    )
-    joining = F.array_compact(
-        F.array(*[F.when(lag, F.col(s.replica_col(k))) for k, lag in enumerate(lagging)])
-    )
-    leader_live = view.live_or_shutting_down.contains(F.col(s.LEADER))
-    return (
-        table.where(has_leadership() & leader_live & (F.size(joining) > 0))
-        .join(F.broadcast(ctx.topics_frame()), s.TOPIC_INDEX)
-        .select(
-            s.TOPIC,
-            s.PARTITION,
-            s.LEADER,
-            s.LEADER_EPOCH,
-            F.concat(isr, joining).alias(s.ISR),
-            s.CONTROLLER_EPOCH,
-            s.ZK_VERSION,
-        )
-    )

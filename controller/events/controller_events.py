@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from controller.events.controller_state import ControllerState
 from statemachines.election_kinds import ElectionTrigger, ElectionType
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 Callback = Callable[..., object]
 """A reply callback. Kafka's callbacks take either the result or the error(s) of the request."""
@@ -39,6 +42,18 @@ class AlterIsrItem(NamedTuple):
     leader_epoch: int
     new_isr: tuple[int, ...]
     current_isr_version: int
+
+
+@dataclass(frozen=True)
+class AlterIsrFrame:
+    """AlterIsr items too many to hold as Python objects, built in Spark by the emulated
+    leaders: the rows of ``source`` whose ``leader`` is the sending broker (``rows`` of them).
+    ``source`` has ``topic``, ``partition``, ``leader``, ``leader_epoch``, ``isr`` (the proposed
+    ISR) and ``zk_version`` (the ISR version the leader knows); one partition has one leader, so
+    requests cut from one source are disjoint."""
+
+    source: DataFrame = field(compare=False)
+    rows: int
 
 
 class FeatureUpdate(NamedTuple):
@@ -202,6 +217,9 @@ class AlterIsrReceived(ControllerEvent):
         default_factory=_empty_mapping, hash=False
     )
     callback: Callback | None = field(default=None, compare=False)
+    # In place of ``isrs_to_alter`` for an emulated leader's bulk request; its callback learns
+    # only the request's own errors.
+    frame: AlterIsrFrame | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -52,14 +52,18 @@ def with_zk_leadership(table: DataFrame, states: DataFrame) -> DataFrame:
     )
 
 
-def alter_isr(table: DataFrame, requests: DataFrame, controller_epoch: int) -> DataFrame:
+def alter_isr(
+    table: DataFrame, requests: DataFrame, controller_epoch: int, small: bool = True
+) -> DataFrame:
     """AlterIsr items (``ALTER_ISR_SCHEMA``, one row per partition, ``_sender`` the leader)
     checked against ``table``'s rows of those partitions and applied where Kafka accepts them:
     ``isr_updated`` and the reply's error code (``ALTER_ISR_ERROR``) per row. A write carries
-    the writer's ``controller_epoch``, as every state-znode write of the controller does."""
+    the writer's ``controller_epoch``, as every state-znode write of the controller does.
+    ``small``: the items are few enough to broadcast (else they are joined by a shuffle)."""
     requests = requests.withColumn("_req", F.lit(True))
     w = s.width(table)
-    joined = table.join(F.broadcast(requests), _KEY)  # the requested rows: a partial commit
+    # The requested rows: a partial commit.
+    joined = table.join(F.broadcast(requests) if small else requests, _KEY)
     req = F.coalesce(F.col("_req"), F.lit(False))
     current = F.array_compact(
         F.array(

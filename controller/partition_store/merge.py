@@ -92,14 +92,19 @@ def superseded(
 
 
 def named_rows(
-    base: DataFrame, delta: DataFrame | None, keys: DataFrame, key: Sequence[str] = KEY
+    base: DataFrame,
+    delta: DataFrame | None,
+    keys: DataFrame,
+    key: Sequence[str] = KEY,
+    small: bool = True,
 ) -> DataFrame:
-    """The rows of ``superseded(base, delta, key)`` whose ``key`` is one of ``keys`` (a small
-    frame; broadcast). The keys meet each part before the delta's keys meet the base, so only
-    the named base rows are probed against the delta: at 1e7 rows, probing every base row
-    against a delta of 300,000 keys costs 3-5 times a plain scan."""
+    """The rows of ``superseded(base, delta, key)`` whose ``key`` is one of ``keys`` (broadcast
+    when ``small``, else joined by a shuffle). The keys meet each part before the delta's keys
+    meet the base, so only the named base rows are probed against the delta: at 1e7 rows,
+    probing every base row against a delta of 300,000 keys costs 3-5 times a plain scan."""
     cols = list(key)
-    named = F.broadcast(keys.select(*cols))
+    named = keys.select(*cols)
+    named = F.broadcast(named) if small else named
     rows = base.join(named, cols, "left_semi")
     return rows if delta is None else superseded(rows, delta.join(named, cols, "left_semi"), cols)
 

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from controller.commit.driver_path import Scope
 from controller.commit.gauges import Gauges
+from controller.commit.generations import DELTA_MAX_ROWS
 from controller.events import controller_events as ev
 from controller.events.event_manager import ControllerEventManager
 from controller.handlers import isr as hi
@@ -157,23 +158,19 @@ class IsrEvents:
         """
         batch = [event]
         if self.is_active():
-            seen = set(event.isrs_to_alter)
-
-            def disjoint(other: ev.ControllerEvent) -> bool:
-                if not isinstance(other, ev.AlterIsrReceived) or seen & other.isrs_to_alter.keys():
-                    return False
-                seen.update(other.isrs_to_alter)
-                return True
-
-            batch += self.events.take_queued(disjoint)  # type: ignore[arg-type]
+            batch += self.events.take_queued(_disjoint_from(event))  # type: ignore[arg-type]
         replies: list[tuple[ev.AlterIsrReceived, dict[ev.TopicPartition, str] | str]] = []
         rows: list[tuple[Any, ...]] = []
+        senders: list[int] = []  # of the accepted frame requests
         for request in batch:
             broker = self.ctx.live_brokers.get(request.broker_id)
             if not self.is_active():
                 replies.append((request, "NOT_CONTROLLER"))
             elif broker is None or request.broker_epoch != broker.epoch:
                 replies.append((request, "STALE_BROKER_EPOCH"))
+            elif request.frame is not None:
+                senders.append(request.broker_id)
+                replies.append((request, {}))
             else:
                 known = {
                     tp: i for tp, i in request.isrs_to_alter.items() if tp.topic in self.ctx.topics
@@ -203,6 +200,10 @@ class IsrEvents:
 
         if rows:
             self._alter_isr(rows, answer)
+        elif senders:
+            assert event.frame is not None  # a frame request's batch holds only its kind
+            count = sum(r.frame.rows for r in batch if r.frame and r.broker_id in senders)
+            self._alter_isr_frame(event.frame.source, senders, count, answer)
         else:
             answer({})
         if self.is_active() and self.committer.reassigning_partitions():
@@ -230,7 +231,36 @@ class IsrEvents:
             return
         requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
         table = self.committer.table(keys={(r[0], r[1]) for r in rows})
-        out = hi.alter_isr(table, requests, self.ctx.epoch)
+        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch), answer)
+
+    def _alter_isr_frame(
+        self,
+        source: DataFrame,
+        senders: list[int],
+        count: int,
+        answer: Callable[[dict[ev.TopicPartition, str]], None],
+    ) -> None:
+        """``_alter_isr`` for the items of ``senders`` in ``source`` (``AlterIsrFrame``), read
+        in Spark: ``count`` items, joined by a shuffle when too many to broadcast."""
+        requests = (
+            source.where(F.col(s.LEADER).isin(senders))
+            .join(F.broadcast(self.ctx.topics_frame()), s.TOPIC)  # a deleted topic's go
+            .select(
+                s.TOPIC_INDEX,
+                s.PARTITION,
+                F.col(s.LEADER).alias("_sender"),
+                F.col(s.LEADER_EPOCH).alias("_req_epoch"),
+                F.col(s.ISR).alias("_new_isr"),
+                F.col(s.ZK_VERSION).alias("_req_version"),
+            )
+        )
+        small = count <= DELTA_MAX_ROWS
+        table = self.committer.table(named=requests.select(*_KEY), named_small=small)
+        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch, small), answer)
+
+    def _stage_alter_isr(
+        self, out: DataFrame, answer: Callable[[dict[ev.TopicPartition, str]], None]
+    ) -> None:
         # The replies are read off the committed rows: one evaluation makes both.
         self.committer.stage(
             out,
@@ -282,3 +312,23 @@ class IsrEvents:
         self.brokers.run_phase("LogDirEventNotification", failed, True, self.ctx.deleting)
         # onReplicasBecomeOffline: their replica deletions fail with them.
         self.deletion.on_replicas_offline(BrokerSet.of(failed), "LogDirEventNotification")
+
+
+def _disjoint_from(event: ev.AlterIsrReceived) -> Callable[[ev.ControllerEvent], bool]:
+    """Whether a queued event may join ``event``'s pass: an AlterIsr request for partitions
+    none of the pass's requests names. Requests cut from one frame are disjoint by
+    construction; a frame's partitions are unknown to Python, so it meets no other request."""
+    seen = set(event.isrs_to_alter)
+    source = event.frame.source if event.frame is not None else None
+
+    def disjoint(other: ev.ControllerEvent) -> bool:
+        if not isinstance(other, ev.AlterIsrReceived):
+            return False
+        if source is not None or other.frame is not None:
+            return other.frame is not None and other.frame.source is source
+        if seen & other.isrs_to_alter.keys():
+            return False
+        seen.update(other.isrs_to_alter)
+        return True
+
+    return disjoint

@@ -199,7 +199,9 @@ class IsrEvents:
                     callback(reply | known)
 
         if rows:
-            self._alter_isr(rows, answer)
+            # Per-partition errors are read back only for a request that waits for them.
+            wanted = any(r.callback is not None and r.isrs_to_alter for r in batch)
+            self._alter_isr(rows, answer, wanted)
         elif senders:
             assert event.frame is not None  # a frame request's batch holds only its kind
             count = sum(r.frame.rows for r in batch if r.frame and r.broker_id in senders)
@@ -210,10 +212,14 @@ class IsrEvents:
             self.reassignments.maybe_complete_reassignments()
 
     def _alter_isr(
-        self, rows: list[tuple[Any, ...]], answer: Callable[[dict[ev.TopicPartition, str]], None]
+        self,
+        rows: list[tuple[Any, ...]],
+        answer: Callable[[dict[ev.TopicPartition, str]], None],
+        errors_wanted: bool = True,
     ) -> None:
         """Check and apply AlterIsr items (one row per partition, ``_sender`` the leader);
-        ``answer`` gets the per-partition errors once they are committed."""
+        ``answer`` gets the per-partition errors once they are committed (none unless
+        ``errors_wanted``)."""
         step = None
         if not self.committer.admin_work_in_flight():
             keys = {(r[0], r[1]) for r in rows}
@@ -231,7 +237,7 @@ class IsrEvents:
             return
         requests = local_frame(self.spark, rows, hi.ALTER_ISR_SCHEMA)
         table = self.committer.table(keys={(r[0], r[1]) for r in rows})
-        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch), answer)
+        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch), answer, errors_wanted)
 
     def _alter_isr_frame(
         self,
@@ -256,19 +262,23 @@ class IsrEvents:
         )
         small = count <= DELTA_MAX_ROWS
         table = self.committer.table(named=requests.select(*_KEY), named_small=small)
-        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch, small), answer)
+        self._stage_alter_isr(hi.alter_isr(table, requests, self.ctx.epoch, small), answer, False)
 
     def _stage_alter_isr(
-        self, out: DataFrame, answer: Callable[[dict[ev.TopicPartition, str]], None]
+        self,
+        out: DataFrame,
+        answer: Callable[[dict[ev.TopicPartition, str]], None],
+        errors_wanted: bool,
     ) -> None:
-        # The replies are read off the committed rows: one evaluation makes both.
+        # The replies are read off the committed rows: one evaluation makes both. Unless no
+        # request waits for them: one reply per partition is a collect of every requested row.
+        kept = (hi.ALTER_ISR_ERROR,) if errors_wanted else ()
         self.committer.stage(
-            out,
-            "AlterIsrReceived",
-            extra=(hi.ISR_UPDATED,),
-            kept=(hi.ALTER_ISR_ERROR,),
-            partial=True,
+            out, "AlterIsrReceived", extra=(hi.ISR_UPDATED,), kept=kept, partial=True
         )
+        if not errors_wanted:
+            self.committer.on_commit(lambda _c, _g: answer({}))
+            return
         names = {t.index: t.name for t in self.ctx.topics.values()}
 
         def replied(committed: DataFrame | None, _: Gauges) -> None:

@@ -250,7 +250,7 @@ class IsrEvents:
         in Spark: ``count`` items, joined by a shuffle when too many to broadcast."""
         requests = (
             source.where(F.col(s.LEADER).isin(senders))
-            .join(F.broadcast(self.ctx.topics_frame()), s.TOPIC)  # a deleted topic's go
+            .join(F.broadcast(self.ctx.topics_frame()), s.TOPIC)  # drops deleted topics
             .select(
                 s.TOPIC_INDEX,
                 s.PARTITION,

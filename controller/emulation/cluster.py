@@ -25,7 +25,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from controller.commit.checkpoint import local_checkpoint, release
 from controller.commit.state_change_store import EventStateChangeLog
-from controller.context import ControllerContext
 from controller.emulation.catch_up import Rejoining, rejoining, rejoining_frame
 from controller.emulation.replication import Replication
 from controller.emulation.replication_records import ReplicationSettings
@@ -277,7 +276,7 @@ class EmulatedCluster:
             return
         ctx = active.ctx
         if ctx.table.driver is None:
-            self._catch_up_frame(ctx)
+            self._catch_up_frame(active)
             return
         rows = rejoining(ctx)
         if not self.alter_isr:
@@ -286,10 +285,11 @@ class EmulatedCluster:
             return
         self._send_items(rows)
 
-    def _catch_up_frame(self, ctx: ControllerContext) -> None:
+    def _catch_up_frame(self, active: KafkaController) -> None:
         """``catch_up`` over the Spark table, evaluated once. Past ``frame_catch_up_rows``
         partitions, the leaders' proposals stay a frame: each leader's request is its rows of
         it (an ``AlterIsrFrame``)."""
+        ctx = active.ctx
         frame = local_checkpoint(rejoining_frame(ctx))
         if not self.alter_isr:
             self.states.write_states(frame.select(*STATE_COLUMNS), ctx.epoch_zk_version)
@@ -298,8 +298,7 @@ class EmulatedCluster:
             admin.propagate_isr_changes(self.admin, keys)
             return
         counts = sorted(tuple(r) for r in frame.groupBy(s.LEADER).count().collect())
-        active = self.active_controller()
-        if active is None or sum(n for _, n in counts) <= self.frame_catch_up_rows:
+        if sum(n for _, n in counts) <= self.frame_catch_up_rows:
             self._send_items([tuple(r) for r in frame.collect()])  # type: ignore[misc]
             release(frame)
             return

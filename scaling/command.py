@@ -2,8 +2,9 @@
 
 Every operation at every point is planned (and so checked) before Spark starts; then each is run
 ``repeat`` times on a fresh emulated cluster, point by point, with a progress line (points done,
-runs done, the time left). The outputs (``outputs``) are written once every run is done; budgets
-are checked on the finished rows, so a sweep over budget still writes everything, then exits 1.
+runs done, the time left), or off a terminal a line per step done. The outputs (``outputs``) are
+written once every run is done; budgets are checked on the finished rows, so a sweep over budget
+still writes everything, then exits 1.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
     weights = [float(p.point.partitions) for p in plans for _ in range(sweep.repeat)]
     progress = WorkProgress(len(points), weights)
     runs: dict[int, list[PhaseRun]] = {}
-    player = Player(spark, Probe(spark))
+    player = Player(spark, Probe(spark), progress.log)
     try:
         for i, plan in enumerate(plans):
             for n in range(sweep.repeat):
@@ -92,6 +93,7 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
         player.close()
     progress.close()
     rows, details, exceeded = _rows(sweep, plans, runs)
+    progress.log(f"writing the outputs to {target}/")
     write_outputs(target, sweep.name, path, rows, details, exceeded, environment(spark))
     return SweepResult(target, rows, exceeded)
 

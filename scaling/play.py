@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from scaling.measure import Cost, Probe
 from scaling.operations import Plan
 from scaling.sweep import Point, WhatIfOp
 from spark_app import runner
+from spark_app.progress import format_seconds
 from whatif.command import question_arguments, question_function, question_options
 from whatif.sources import scenario_cluster
 
@@ -96,22 +98,39 @@ def _release(spark: SparkSession, rows: list[dict[str, Any]] | None) -> None:
         spark.sparkContext._jvm.System.gc()  # type: ignore[attr-defined]
 
 
+def _where(plan: Plan, label: str | None = None) -> str:
+    return f"{plan.point.label()} · {label or plan.phases[0].label}"
+
+
+def _took(cost: Cost) -> str:
+    peak = cost.peak_rss_mb()
+    memory = "" if peak is None else f", driver peak RSS {peak / 1024:.1f} GiB"
+    return f"{cost.wall_seconds:.2f} s{memory}"
+
+
 class Player:
     """Plays plans point by point. A point's starting table is generated and checked once,
     untimed, and bootstrapped by each of its runs (every operation's scenario at a point has the
-    same cluster); it is freed when the next point starts, or at ``close``."""
+    same cluster); it is freed when the next point starts, or at ``close``. Each step done is told
+    to ``log``: the starting table, a run's setup, each timed phase."""
 
-    def __init__(self, spark: SparkSession, probe: Probe) -> None:
+    def __init__(
+        self, spark: SparkSession, probe: Probe, log: Callable[[str], None] = lambda _: None
+    ) -> None:
         self.spark = spark
         self.probe = probe
+        self.log = log
         self._point: Point | None = None
         self._starting: tuple[DataFrame, list[dict[str, Any]] | None] | None = None
 
     def starting(self, plan: Plan) -> tuple[DataFrame, list[dict[str, Any]] | None]:
         if self._starting is None or plan.point != self._point:
             self.close()
+            started = time.perf_counter()
             self._starting = runner.starting_table(self.spark, plan.scenario, persist=True)
             self._point = plan.point
+            took = format_seconds(time.perf_counter() - started)
+            self.log(f"{plan.point.label()}: starting table generated and checked in {took}")
         return self._starting
 
     def close(self) -> None:
@@ -135,11 +154,13 @@ class Player:
             cluster, records, rejected = playback.cluster, playback.records, playback.rejected
             cluster.advance_to(plan.setup_ms)
             setup = time.perf_counter() - started
+            self.log(f"{_where(plan)}: set up in {format_seconds(setup)}")
             out = []
             for phase in plan.phases:
                 first, reads, refused = len(records), ensemble.store.reads, len(rejected)
                 with self.probe.measuring() as cost:
                     cluster.advance_to(phase.until_ms)
+                self.log(f"{_where(plan, phase.label)}: {_took(cost)}")
                 window = records[first:]
                 errors = [r.failed for r in window if r.failed]
                 errors += [f.line() for f in rejected[refused:]]
@@ -171,6 +192,7 @@ class Player:
         try:
             with self.probe.measuring() as cost:
                 answer = question_function(op.question)(self.spark, cluster, question_options(args))
+            self.log(f"{_where(plan)}: {_took(cost)}")
             return [PhaseRun(plan.phases[0].label, setup, cost, answer=dict(answer.summary))]
         finally:
             _release(self.spark, rows)

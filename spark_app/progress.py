@@ -1,5 +1,6 @@
 """One-line progress bars on a terminal: ``kce run``'s virtual time and events processed, and
-``kce scale``'s runs done with an estimate of the time left."""
+``kce scale``'s runs done with an estimate of the time left. Off a terminal, ``kce scale`` logs a
+line per step instead, since one of its runs can take an hour."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ class _Line:
         self.stream.write("\r" + line.ljust(len(self._line)))
         self.stream.flush()
         self._line = line
+
+    def log(self, text: str) -> None:
+        """A timestamped line, written only off a terminal (where no bar is drawn)."""
+        if not self.enabled:
+            self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            self.stream.flush()
 
     def end(self) -> None:
         if self.enabled:
@@ -78,7 +85,8 @@ class WorkProgress:
     """Redraws ``[####......] point 2/6 · 5/24 runs · ETA 1m15s`` in place.
 
     Each run has a weight (its cluster's partitions): the time left is the time so far scaled by
-    the weight left over the weight done, so a sweep's larger points count for more."""
+    the weight left over the weight done, so a sweep's larger points count for more. Off a
+    terminal, ``log`` writes each finished step on a line of its own instead."""
 
     def __init__(
         self, points: int, weights: list[float], stream: TextIO | None = None,
@@ -108,6 +116,9 @@ class WorkProgress:
                 f"point {point}/{self.points} · {runs_done}/{len(self.weights)} runs · ETA "
                 + ("…" if eta is None else format_seconds(eta)),
             )
+
+    def log(self, text: str) -> None:
+        self._out.log(text)
 
     def close(self) -> None:
         self.update(self.points, len(self.weights), force=True)

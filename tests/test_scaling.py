@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,17 @@ def test_budget_exceeded_exits_1_after_writing(
     assert main(["scale", str(sweep), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr()
     assert "over the budget wall_seconds 1e-06" in err.out and "1 budget(s) exceeded" in err.err
+    # Off a terminal, a timestamped line per step done instead of the bar.
+    steps = [line[9:] for line in err.err.splitlines() if re.match(r"\d\d:\d\d:\d\d ", line)]
+    where = "partitions=300 brokers=6"
+    assert (
+        steps[0].startswith(f"{where} ") and " starting table generated and checked in " in steps[0]
+    )
+    assert re.fullmatch(rf"{where} .* · broker_failure: set up in \d+s", steps[1])
+    assert re.fullmatch(
+        rf"{where} .* · broker_failure: [\d.]+ s, driver peak RSS [\d.]+ GiB", steps[2]
+    )
+    assert steps[3:] == [f"writing the outputs to {tmp_path / 'out'}/"]
     data = json.loads((tmp_path / "out" / "scaling.json").read_text())
     assert len(data["budgets_exceeded"]) == 1 and data["rows"][0]["partitions"] == 300
 

@@ -28,9 +28,9 @@ if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().p
     sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.commit.committer import event_totals
 from controller.commit.diff import with_previous
 from controller.commit.requests import RequestCount
+from controller.commit.spark_path import event_totals
 from controller.context import ControllerContext, LiveBroker
 from controller.handlers import election as he
 from spark_app.session import environment, get_spark, parse_sizes

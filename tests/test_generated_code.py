@@ -17,9 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-from controller.commit.committer import event_totals
 from controller.commit.diff import with_previous
 from controller.commit.requests import RequestCount, request_batches, request_count
+from controller.commit.spark_path import event_totals
 from controller.commit.state_change_log import state_change_lines
 from controller.context import ControllerContext, LiveBroker
 from controller.handlers import brokers as h

@@ -3,12 +3,12 @@
 A handler reads rows through ``table`` and hands its next rows to ``stage``; the next step of
 the same event reads them back through ``table`` (``controller.commit.pending``). When the
 event's handler returns, the controller calls ``commit_event``: the staged rows become one new
-generation (``ControllerContext.commit``: one action materialises them with the gauges), their
-changed partition states go to ZooKeeper through the partition-state store, the broker
-requests of the event's diff are totalled, the state-change log gets the event's lines, the
-post-commit steps run (the topic znodes and the reassignment request follow the committed
-assignments), then the event's replies (``on_commit``), and all of it goes into the event's
-record. An event whose handler fails commits nothing.
+generation, their changed partition states go to ZooKeeper, the broker requests of the event's
+diff are totalled and the state-change log gets the event's lines (``spark_path``; an event on
+the driver path commits by ``driver_path``). Then the post-commit steps run (the topic znodes and
+the reassignment request follow the committed assignments), then the event's replies
+(``on_commit``), and all of it goes into the event's record. An event whose handler fails
+commits nothing.
 
 Every Spark action of an event runs here: the commit, ``settle`` (a step that reads its rows
 twice, or must know facts about them before it goes on, checkpoints what the event staged),
@@ -25,7 +25,6 @@ given when the controller builds it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -34,17 +33,13 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from controller.commit.broker_counts import BrokerCounts
-from controller.commit.checkpoint import local_checkpoint, release
-from controller.commit.diff import generation_diff, with_previous
+from controller.commit.checkpoint import release
+from controller.commit.diff import with_previous
 from controller.commit.driver_path import DriverCommit, DriverPath, Scope
 from controller.commit.gauges import Gauges
-from controller.commit.generation_commits import DiffTotals
 from controller.commit.pending import RESULTS, PendingRows, fold, unfold
-from controller.commit.requests import RequestCount, request_count
-from controller.commit.state_change_error_lines import error_lines
-from controller.commit.state_change_log import state_change_lines
+from controller.commit.spark_path import SparkCommit, SparkPath
 from controller.commit.state_change_store import EventStateChangeLog
-from controller.commit.state_writer import StateWrites, write_changed_states, write_totals
 from controller.context import ControllerContext
 from controller.partition_store import PartitionStateStore
 from controller.records import ControllerSettings, EventRecord
@@ -56,10 +51,7 @@ from statemachines.compact_rows import CompactRow
 from statemachines.layout import widen
 from statemachines.local_rows import local_frame
 from statemachines.row_state_machines import RowView
-from statemachines.state_change_errors import ERRORS
 from statemachines.state_change_trail import REQUEST_BATCH
-
-log = logging.getLogger(__name__)
 
 # Called after each commit with the event's counters and its rows: the committed frame on the
 # Spark path, the event's driver rows (with their per-row counters) on the driver path.
@@ -113,6 +105,7 @@ class Committer:
         self.record: EventRecord | None = None  # of the event being processed
         # The driver path: its rows and commits, and the last gauges of either path.
         self.driver = DriverPath(ctx, store, broker_id, settings.driver_rows, state_change_log)
+        self.spark_path = SparkPath(ctx, store, broker_id, clock, state_change_log)
         # The event's staged rows and what they need at the commit.
         self._pending: PendingRows | None = None
         self._driver: EventRows | None = None  # the event's rows on the driver path
@@ -400,80 +393,31 @@ class Committer:
         if pending is None:
             return None
         counted, kept = tuple(self._counted), tuple(self._kept)
-        label, write_zk = "+".join(dict.fromkeys(self._labels)), self._write_zk
+        label = "+".join(dict.fromkeys(self._labels))
         names = dict(self._topic_names)
+        event = SparkCommit(label, counted, kept, pending.partial, names, self._write_zk)
         self._drop_pending()
-        table = unfold(pending.rows, counted, kept)
-        gauges = self._commit(table, label, counted, write_zk, kept, pending.partial, names)
+        gauges = self._commit(unfold(pending.rows, counted, kept), event)
         for reply in replies:
             assert self.ctx.committed is not None
             reply(self.ctx.committed, gauges)
         return gauges
 
-    def _commit(
-        self,
-        table: DataFrame,
-        label: str,
-        counters: tuple[str, ...],
-        write_zk: bool,
-        kept: tuple[str, ...],
-        partial: bool,
-        names: dict[int, str],
-    ) -> Gauges:
-        """Commit the next generation, mirror its changed states into ZooKeeper (unless they
-        came from there), run the post-commit steps, and add to the event's record.
-
-        ``kept``: per-row columns of ``table`` that stay in ``ctx.committed``; ``partial``:
-        ``table`` holds only the rows the event may have touched, the rest are unchanged (see
-        ``ControllerContext.commit``); ``names``: every topic the event's steps knew (a
-        completed deletion drops its names before the commit)."""
+    def _commit(self, table: DataFrame, event: SparkCommit) -> Gauges:
+        """Commit the next generation (``SparkPath.commit``), run the post-commit steps, and
+        add to the event's record."""
         ctx = self.ctx
-        names.update({t.index: t.name for t in ctx.topics.values()})
-        topics = ctx.topics_frame()
-        if len(names) > len(ctx.topics):
-            topics = local_frame(ctx.spark, sorted(names.items()), s.TOPICS_SCHEMA)
-        live, deleting = ctx.view().live_or_shutting_down.ids, ctx.deleting
-        counts: list[RequestCount] = []
-        totals_of = event_totals(live, deleting, counts)
-        previous = ctx.partitions
-        gauges = ctx.commit(table, label, counters, kept, totals_of, partial)
-        committed = ctx.committed
-        assert committed is not None and ctx.partitions is not None
-        written, requests = StateWrites(0, 0), {}
-        lines: DataFrame | None = None
-        diff: DataFrame | None = None
-        if previous is not None:
-            # What the event changed: writes, broker requests and the state-change log read that
-            # small frame. A stamped commit materialised it and its totals; otherwise the two
-            # generations are joined, and the first pass over the diff totals it.
-            diff, totals = ctx.diff, ctx.diff_totals
-            if diff is None or totals is None:
-                # Every row is committed then: the rows carry the event's trail.
-                diff = local_checkpoint(generation_diff(previous, committed), False)
-                totals = totals_of(diff).first()
-                assert totals is not None
-            store = self.store if write_zk else None
-            written = write_changed_states(store, topics, diff, ctx.epoch_zk_version, totals)
-            requests = counts[-1].totals(totals)
-            if self.state_change_log is not None:
-                lines = state_change_lines(diff, topics, self.broker_id, ctx.epoch)
-        if self.state_change_log is not None:
-            if gauges.counters.get(ERRORS):  # transitions Kafka rejected or failed: ERROR lines
-                alive = ctx.live_broker_ids.ids
-                errors = error_lines(committed, topics, self.broker_id, ctx.epoch, alive)
-                lines = errors if lines is None else lines.unionByName(errors)
-            if lines is not None:
-                self.state_change_log.append(lines, self.clock.now_ms())
+        out = self.spark_path.commit(table, event)
         for step in self.after_commit:
-            step(committed, gauges.counters, None)
+            step(ctx.committed, out.gauges.counters, None)
         # A reply may still read the generation the event started from: blocks are freed
         # when the event ends (``end``).
-        self._retired += [*ctx.store.replaced, diff]
+        self._retired += [*ctx.store.replaced, out.diff]
         ctx.store.replaced = []  # handed over: nothing refers to them once they are freed
-        self.driver.spark_committed(gauges)
+        self.driver.spark_committed(out.gauges)
         if self.record is not None:
-            self.record.add_commit(gauges, written, requests)
-        return gauges
+            self.record.add_commit(out.gauges, out.written, out.requests)
+        return out.gauges
 
     def _commit_driver(self) -> Gauges:
         """Commit the driver path's rows (``DriverPath.commit``), then the post-commit steps
@@ -493,17 +437,3 @@ class Committer:
         for reply in replies:
             reply(None, out.gauges)
         return out.gauges
-
-
-def event_totals(
-    live_or_shutting_down: Collection[int], deleting: Sequence[int], counts: list[RequestCount]
-) -> DiffTotals:
-    """What a commit totals over an event's diff: the ZooKeeper write's and the broker
-    requests' (``ControllerContext.commit``'s ``diff_totals``). Each request count is appended
-    to ``counts``, whose last one reads the totals back."""
-
-    def totals(diff: DataFrame) -> DataFrame:
-        counts.append(request_count(diff, live_or_shutting_down, deleting))
-        return diff.agg(*write_totals()).crossJoin(counts[-1].aggregated())
-
-    return totals

@@ -50,3 +50,14 @@ def test_release_frees_the_blocks_at_once_and_only_of_checkpointed_frames(
     assert ids[0] in persisted_rdd_ids(spark)
     assert ids[1] not in persisted_rdd_ids(spark)
     assert kept.agg(F.sum("v")).first()[0] == 2 * sum(range(100))
+
+
+def test_checkpointed_rows_are_held_serialized(spark: SparkSession) -> None:
+    """One object per row filled the old generation at 1e7 rows (see the module doc): the blocks
+    are bytes, kept in memory and spilled to disk, and read back whole."""
+    df = local_checkpoint(spark.range(1000).withColumn("v", F.col("id") * 5))
+    rdd_id = checkpointed_rdd_id(df)
+    persisted = spark.sparkContext._jsc.sc().getPersistentRDDs()
+    level = persisted.apply(rdd_id).getStorageLevel()
+    assert (level.useMemory(), level.useDisk(), level.deserialized()) == (True, True, False)
+    assert df.agg(F.sum("v")).first()[0] == 5 * sum(range(1000))

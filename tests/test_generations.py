@@ -50,3 +50,26 @@ def test_changed_rows_replace_theirs_broadcast_only_within_the_bound(
     if not store.fits(20):
         store.fold(local_checkpoint(table))
         assert store.delta is None and _leaders(store.table) == expected
+
+
+def test_a_delta_past_the_cores_share_of_rows_keeps_its_partitions_bounded(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that changes every row of 1e8 must not put them all in two tasks' blocks: the
+    delta keeps at most ``DELTA_PARTITION_ROWS`` per partition (where it has that many)."""
+    monkeypatch.setattr(generations, "DELTA_PARTITION_ROWS", 4)
+    store = Generations()
+    base = _frame(spark, [(0, p, 1) for p in range(40)])
+    store.install(base, base.columns)
+    few = local_checkpoint(
+        spark.createDataFrame([(0, p, 2) for p in range(6)], SCHEMA).repartition(8)
+    )
+    store.extend(few, few, 6)
+    assert store.delta is not None
+    assert store.delta.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism
+    every = local_checkpoint(
+        spark.createDataFrame([(0, p, 3) for p in range(40)], SCHEMA).repartition(16)
+    )
+    store.extend(every, every, 40)
+    assert store.delta.rdd.getNumPartitions() == (6 + 40 + 3) // 4
+    assert _leaders(store.table) == {(0, p): 3 for p in range(40)}

@@ -22,6 +22,7 @@ from pyspark.sql import Column
 
 from controller.commit.broker_counts import BrokerCounts
 from controller.commit.gauges import Gauges
+from controller.commit.outputs import CommitOutputs
 from controller.commit.row_commit import RowDiff, error_lines
 from controller.commit.row_gauges import moved_gauges, row_gauges
 from controller.commit.state_change_store import EventStateChangeLog
@@ -68,15 +69,6 @@ class DriverCommit:
     names: Mapping[int, str]  # every topic the event's steps knew
     write_zk: bool
     now_ms: int
-
-
-@dataclass(frozen=True)
-class DriverOutputs:
-    """A driver commit's results for the event's record."""
-
-    gauges: Gauges
-    written: StateWrites
-    requests: dict[str, int]
 
 
 class DriverPath:
@@ -188,7 +180,7 @@ class DriverPath:
     def reset(self) -> None:
         self.last_gauges, self.gauged_facts, self._broker_counts = None, None, None
 
-    def commit(self, step: EventRows, event: DriverCommit) -> DriverOutputs:
+    def commit(self, step: EventRows, event: DriverCommit) -> CommitOutputs:
         """Commit an event's driver rows (see the module docstring)."""
         ctx = self.ctx
         before = ctx.table.driver if step.scope is None else step.scope
@@ -238,4 +230,4 @@ class DriverPath:
                 self.gauged_facts[0],
             )  # fmt: skip
         self.committed(gauges)
-        return DriverOutputs(gauges, written, requests)
+        return CommitOutputs(gauges, written, requests)

@@ -25,6 +25,9 @@ KEY = (s.TOPIC_INDEX, s.PARTITION)
 # past the million (one commit that changed more) is read by a shuffle until it folds.
 DELTA_MAX_ROWS = 1_000_000
 DELTA_MIN_ROWS = 10_000  # a delta this small never forces a new base, however small the table
+# The delta's rows per partition at most: one commit may put every row in it (a rack outage at
+# 1e8 partitions), and one task materialising tens of millions of rows holds them as one block.
+DELTA_PARTITION_ROWS = 1_000_000
 
 
 class Generations:
@@ -96,8 +99,10 @@ class Generations:
         # fold that follows, where broadcasting ten million keys exhausted the driver.
         small = self.delta_rows + count <= DELTA_MAX_ROWS
         merged = changed if delta is None else superseded(delta, changed, KEY, small)
-        # Each merge unions two frames' partitions: coalesced, their number stays the cores'.
-        target = changed.sparkSession.sparkContext.defaultParallelism
+        # Each merge unions two frames' partitions: coalesced, their number stays the cores'
+        # (more for a delta past the cores' share of rows).
+        cores = changed.sparkSession.sparkContext.defaultParallelism
+        target = max(cores, -(-(self.delta_rows + count) // DELTA_PARTITION_ROWS))
         self.delta = local_checkpoint(merged.coalesce(target), eager=False)
         self.delta_rows += count
         self.committed = committed

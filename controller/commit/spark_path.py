@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame
 
 from controller.commit.checkpoint import local_checkpoint
 from controller.commit.diff import generation_diff
-from controller.commit.gauges import Gauges
 from controller.commit.generation_commits import DiffTotals
+from controller.commit.outputs import CommitOutputs
 from controller.commit.requests import RequestCount, request_count
 from controller.commit.state_change_error_lines import error_lines
 from controller.commit.state_change_log import state_change_lines
@@ -49,16 +49,6 @@ class SparkCommit:
     write_zk: bool
 
 
-@dataclass(frozen=True)
-class SparkOutputs:
-    """A Spark commit's results for the event's record, and its diff (freed with the event)."""
-
-    gauges: Gauges
-    written: StateWrites
-    requests: dict[str, int]
-    diff: DataFrame | None
-
-
 @dataclass
 class SparkPath:
     """Commits staged rows as the next generation (see the module docstring)."""
@@ -69,7 +59,7 @@ class SparkPath:
     clock: Clock
     state_change_log: EventStateChangeLog | None
 
-    def commit(self, table: DataFrame, event: SparkCommit) -> SparkOutputs:
+    def commit(self, table: DataFrame, event: SparkCommit) -> CommitOutputs:
         """Commit the next generation and mirror its changed states into ZooKeeper (unless
         they came from there)."""
         ctx = self.ctx
@@ -111,7 +101,7 @@ class SparkPath:
                 lines = errors if lines is None else lines.unionByName(errors)
             if lines is not None:
                 self.state_change_log.append(lines, self.clock.now_ms())
-        return SparkOutputs(gauges, written, requests, diff)
+        return CommitOutputs(gauges, written, requests, diff)
 
 
 def event_totals(

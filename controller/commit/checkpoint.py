@@ -10,7 +10,8 @@ checkpointed rows are re-wrapped as a plain RDD relation, whose estimate is Spar
 The rows are kept serialized (PySpark's ``MEMORY_AND_DISK``), not as Spark's default for a
 frame's local checkpoint, one object per row. Held that way, the live generations of a table of
 1e7 rows fill the JVM's old generation: a rack outage and its recovery at 1e7 partitions took
-145 s and 230 s, 137 s of it in collections; serialized, 92 s and 163 s, 26 s of collections.
+145 s and 230 s, 137 s of it in collections; serialized (and with the generations' delta in
+bounded partitions, ``controller.commit.generations``), 92 s and 163 s, 26 s of collections.
 Each read decodes the rows again, which costs less than the collections did.
 
 Spark frees checkpointed blocks when the JVM collects their RDD, which under a steady stream of

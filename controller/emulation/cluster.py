@@ -46,6 +46,11 @@ CONTROLLED_SHUTDOWN_MAX_RETRIES = 3
 FRAME_CATCH_UP_ROWS = 100_000
 
 
+def session_id(zk: ZkClient) -> int | None:
+    client_id = zk.client_id
+    return None if client_id is None else client_id[0]
+
+
 @dataclass
 class EmulatedBroker:
     id: int
@@ -54,6 +59,7 @@ class EmulatedBroker:
     controller: KafkaController
     epoch: int = -1
     registered: bool = False
+    session: int | None = None  # the ZooKeeper session its registration lives in
     alive: bool = True  # the process runs (a crashed broker processes nothing)
 
 
@@ -130,8 +136,7 @@ class EmulatedCluster:
         restarted = not broker.alive
         if restarted:  # a restart is a new process with a new session
             broker = self.add_broker(broker_id, broker.rack)
-        broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
-        broker.registered = True
+        self._register(broker)
         if self.replication is not None:
             self.replication.broker_started(broker_id, restarted)
         if start_controller:
@@ -168,12 +173,30 @@ class EmulatedCluster:
         broker = self.brokers[broker_id]
         if not broker.alive or broker.registered:
             return
-        broker.epoch = register_broker(broker.zk, broker_id, broker.rack, self.clock.now_ms())
-        broker.registered = True
+        self._register(broker)
         # The watches these fired queue their events first: queued from the ZooKeeper
         # dispatcher and from here at once, the order changed from run to run.
         self.zookeeper.wait_idle()
         broker.controller.events.put(ev.RegisterBrokerAndReelect())
+
+    def _register(self, broker: EmulatedBroker) -> None:
+        broker.epoch = register_broker(broker.zk, broker.id, broker.rack, self.clock.now_ms())
+        broker.registered = True
+        broker.session = session_id(broker.zk)
+
+    def renew_lost_sessions(self) -> None:
+        """A registered broker whose session the server expired on its own (say, a ZooKeeper
+        restart it did not reconnect to in time) goes through what Kafka's ``ZooKeeperClient``
+        does on a new session (spec §3.6): ``Expire``, then a new registration and
+        ``RegisterBrokerAndReelect``. Its ephemerals are gone already, as on a real server."""
+        for broker in self.running():
+            if not broker.registered or session_id(broker.zk) == broker.session:
+                continue
+            log.warning("broker %d: ZooKeeper session expired; registering again", broker.id)
+            broker.controller.events.clear_and_put(ev.Expire())
+            self._run_queued(broker.controller.events)
+            broker.registered = False
+            self.reconnect(broker.id)
 
     def controlled_shutdown(self, broker_id: int) -> int:
         """Kafka's clean shutdown: ControlledShutdown requests with retries, then deregister.
@@ -211,6 +234,7 @@ class EmulatedCluster:
         (followers due to catch up now do so, which may queue more events)."""
         for _ in range(max_rounds):
             self.zookeeper.wait_idle()
+            self.renew_lost_sessions()
             ran = sum(self._run_queued(b.controller.events) for b in self.running())
             if ran == 0 and all(b.controller.events.queue_size == 0 for b in self.running()):
                 if self.replication is not None and self.replication.settle():

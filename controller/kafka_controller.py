@@ -301,6 +301,7 @@ class KafkaController:
         self.topics.register_watches()
         self.deletion.register_watch()
         self.isr.register_isr_watches()
+        self.elections.register_preferred_election_watch()
         self.deletion.on_failover()
         view = ctx.view()
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
@@ -332,6 +333,7 @@ class KafkaController:
             rb.on_controller_failover(step, c.row_view(), c.unclean_rule(), ctx.deleting)
             self.reassignments.resume_reassignments()
             self.deletion.resume("failover")  # tryTopicDeletion
+            self.elections.resume_preferred_elections()
             self.elections.schedule_auto_rebalance()
             return
         compact = c.table()
@@ -349,4 +351,5 @@ class KafkaController:
         c.stage(hb.with_election_counters(outcomes), "failover")
         self.reassignments.resume_reassignments()
         self.deletion.resume("failover")  # tryTopicDeletion
+        self.elections.resume_preferred_elections()
         self.elections.schedule_auto_rebalance()

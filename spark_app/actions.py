@@ -229,20 +229,38 @@ class Actor:
         self.alter_reassignments({p.tp(): None for p in event.partitions})
 
     def elect_leaders(self, event: se.ElectLeaders) -> None:
+        if event.via == "zk":
+            self.request_preferred_election(event)
+            return
         active = self.controller()
         if active is None:
             return
         partitions = (
             None if event.partitions == "all" else frozenset(p.tp() for p in event.partitions)  # type: ignore[union-attr]
         )
-        trigger = (
-            ElectionTrigger.ZkTriggered
-            if event.via == "zk"
-            else ElectionTrigger.AdminClientTriggered
-        )
+        trigger = ElectionTrigger.AdminClientTriggered
         active.events.put(
             ev.ReplicaLeaderElection(partitions, event.kafka_election_type(), trigger)
         )
+
+    def request_preferred_election(self, event: se.ElectLeaders) -> None:
+        """``kafka-preferred-replica-election.sh --zookeeper``: the znode lists the partitions
+        (every partition of every topic for ``all``), whether or not a controller is there."""
+        if event.partitions == "all":
+            keys = [
+                (t, p)
+                for t in sorted(self.topics())
+                for p in sorted(map(int, admin.read_topic_assignment(self.zk, t).partitions))
+            ]
+        else:
+            keys = [(p.topic, p.partition) for p in event.partitions]  # type: ignore[union-attr]
+        try:
+            admin.request_preferred_election(self.zk, keys)
+        except NodeExistsError:
+            raise AdminRequestError(
+                "AdminOperationException",
+                "Preferred replica leader election currently in progress. Aborting operation",
+            ) from None
 
 
 ACTIONS: dict[type[Any], Callable[[Actor, Any], None]] = {

@@ -4,12 +4,19 @@ unclean elections that follow turning ``unclean.leader.election.enable`` on.
 ``ReplicaLeaderElection`` comes from the admin znode or the ElectLeaders API (preferred or
 unclean); the auto leader rebalance reschedules itself every
 ``leader.imbalance.check.interval.seconds``.
+
+``/admin/preferred_replica_election`` (the legacy tool's request) is watched for creation. An
+election it asked for, and the one every failover runs on what it still lists (§3.3 step 13),
+end as Kafka's ``removePartitionsFromPreferredReplicaElection``: once the event's rows are
+committed the znode is deleted (fenced) and a ``ReplicaLeaderElection`` is queued that re-arms
+the watch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
 from pyspark.sql import functions as F
 
 from controller.commit.driver_path import Scope
@@ -20,6 +27,9 @@ from controller.row_handlers import election as re_
 from controller.row_handlers.event_rows import EventRows
 from controller.scheduler.timer import Timer
 from controller.zk.admin_zk_client import read_topic_config
+from controller.zk.kafka_zk_client import fenced_delete
+from controller.zk.paths import PREFERRED_REPLICA_ELECTION, PreferredReplicaElectionZNode
+from statemachines.election_kinds import ElectionTrigger, ElectionType
 from statemachines.local_rows import local_frame
 
 FIRST_AUTO_REBALANCE_DELAY_MS = 5_000
@@ -42,45 +52,99 @@ class ElectionEvents:
         if not self.is_active():
             reply({p: "NOT_CONTROLLER" for p in event.partitions or ()})
             return
+        partitions = event.partitions
+        if event.election_trigger is not ElectionTrigger.AdminClientTriggered:
+            # Looking for the znode arms the watch for the next request; none: nothing to do.
+            if not self.register_preferred_election_watch():
+                return
+            if partitions is None:
+                partitions = self.requested_preferred_elections()
+        self.elect(partitions, event.election_type, event.election_trigger)
+        if event.election_trigger is ElectionTrigger.ZkTriggered:
+            self.committer.on_commit(self.remove_preferred_election_request)
+        reply("NONE")
+
+    def elect(
+        self,
+        partitions: frozenset[ev.TopicPartition] | None,
+        election_type: ElectionType,
+        trigger: ElectionTrigger,
+        label: str = "ReplicaLeaderElection",
+    ) -> None:
+        """§11.1 steps 4-7 for ``partitions`` (None: all)."""
         ctx, c = self.ctx, self.committer
         keys = None
-        if event.partitions is not None:
+        if partitions is not None:
             keys = {
                 (ctx.topics[p.topic].index, p.partition)
-                for p in event.partitions
+                for p in partitions
                 if p.topic in ctx.topics
             }
-        step = self.driver_step("ReplicaLeaderElection", keys)
+        step = self.driver_step(label, keys)
         if step is not None:
             re_.on_replica_election(
                 step,
                 keys,
-                event.election_type,
-                event.election_trigger,
+                election_type,
+                trigger,
                 c.row_view(),
                 ctx.deleting,
                 c.unclean_rule(),
                 self.settings.kafka_version,
             )
-            reply("NONE")
             return
         # Only the listed partitions that need the election can change: a partial commit.
-        scope = he.replica_election_scope(event.election_type, ctx.view())
+        scope = he.replica_election_scope(election_type, ctx.view())
         named = None
         if keys is not None:
             named = local_frame(self.spark, sorted(keys), "topic_index int, partition int")
         table = he.on_replica_election(
             c.table(scope, named=named),
             F.lit(True),
-            event.election_type,
-            event.election_trigger,
+            election_type,
+            trigger,
             ctx.view(),
             ctx.deleting,
             c.unclean_column(),
             self.settings.kafka_version,
         )
-        c.stage(table, "ReplicaLeaderElection", partial=True)
-        reply("NONE")
+        c.stage(table, label, partial=True)
+
+    # -- /admin/preferred_replica_election (spec §2.1, §3.3 steps 3 and 13) -----------------------
+    def preferred_election_watch(self, watched: Any) -> None:
+        if getattr(watched, "type", None) == "CREATED":  # Kafka's handler reacts to creation only
+            self.put(ev.ReplicaLeaderElection(None, ElectionType.PREFERRED))
+
+    def register_preferred_election_watch(self) -> bool:
+        """Exists watch on ``/admin/preferred_replica_election``; True if the znode is there."""
+        return (
+            self.zk.exists(PREFERRED_REPLICA_ELECTION, watch=self.preferred_election_watch)
+            is not None
+        )
+
+    def requested_preferred_elections(self) -> frozenset[ev.TopicPartition]:
+        """The znode's partitions (none when it is gone): one read, as Kafka's."""
+        try:
+            data, _stat = self.zk.get(PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return frozenset()
+        request = PreferredReplicaElectionZNode.decode(data)
+        return frozenset(ev.TopicPartition(p.topic, p.partition) for p in request.partitions)
+
+    def resume_preferred_elections(self) -> None:
+        """Failover step 13: a preferred election for what the znode still lists. Partitions of
+        gone topics or led by their preferred replica already, and topics queued for deletion,
+        are left out (Kafka's ``fetchPendingPreferredReplicaElections``)."""
+        pending = self.requested_preferred_elections()
+        if pending:
+            trigger = ElectionTrigger.ZkTriggered
+            self.elect(pending, ElectionType.PREFERRED, trigger, "pending preferred elections")
+        self.committer.on_commit(self.remove_preferred_election_request)
+
+    def remove_preferred_election_request(self, _committed: object, _gauges: object) -> None:
+        """After the election's commit, even of nothing (``onReplicaElection``'s finally)."""
+        fenced_delete(self.zk, [PREFERRED_REPLICA_ELECTION], self.ctx.epoch_zk_version)
+        self.put(ev.ReplicaLeaderElection(None, ElectionType.PREFERRED))
 
     def driver_step(self, label: str, keys: set[tuple[int, int]] | None = None) -> EventRows | None:
         """The event's rows on the driver (``Committer.driver_step``; ``keys``: the only rows

@@ -1,7 +1,7 @@
 """What admins and brokers (not the controller) write to ZooKeeper, in Kafka's layout.
 
 Kafka's ``AdminZkClient`` side of topic creation, partition addition, deletion requests,
-reassignment requests, topic configs and brokers' dynamic configs (spec §9, §10), and the partition leader's side of an
+reassignment and preferred-election requests, topic configs and brokers' dynamic configs (spec §9, §10), and the partition leader's side of an
 ISR change (spec §12.4): the conditional state write and the ``/isr_change_notification``
 sequential node. The controller reacts to these through its watches, as on a real cluster.
 """
@@ -25,6 +25,7 @@ from controller.zk.paths import (
     IsrChangeNotificationZNode,
     LogDirEventNotificationZNode,
     PartitionStateZNode,
+    PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
     TopicConfigZNode,
     TopicZNode,
@@ -125,6 +126,13 @@ def request_reassignment(
         ]
     )
     client.create(ReassignPartitionsZNode.path(), ReassignPartitionsZNode.encode(value))
+
+
+def request_preferred_election(client: ZkClient, partitions: Iterable[tuple[str, int]]) -> None:
+    """The legacy tool's ``/admin/preferred_replica_election``; NodeExistsError while one is
+    pending."""
+    value = PartitionList(partitions=[PartitionRef(topic=t, partition=p) for t, p in partitions])
+    client.create(PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.encode(value))
 
 
 def propagate_isr_changes(client: ZkClient, partitions: Sequence[tuple[str, int]]) -> int:

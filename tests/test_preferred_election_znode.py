@@ -1,0 +1,94 @@
+"""``/admin/preferred_replica_election``, the legacy tool's request (spec §2.1, §3.3, §11.1).
+
+The controller watches the znode for creation, elects the partitions it lists, then deletes it
+(fenced) and queues a ``ReplicaLeaderElection`` that arms the watch again. A request no
+controller processed is found by the next one's failover (step 13).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from controller.zk import admin_zk_client as admin
+from controller.zk.paths import PREFERRED_REPLICA_ELECTION
+from statemachines.partition_states import PartitionState
+from statemachines.reference import Partition
+from tests.controller_oracle import ClusterSpec, Harness, violations
+
+
+def _p(partition: int, replicas: tuple[int, ...], leader: int) -> Partition:
+    return Partition("p", partition, replicas, replicas, leader, leader_epoch=0, zk_version=0,
+                     controller_epoch=1, state=PartitionState.OnlinePartition)  # fmt: skip
+
+
+# Neither partition is led by its preferred replica (the head of its replicas).
+SPEC = ClusterSpec(
+    brokers=(1, 2, 3),
+    partitions=(_p(0, (1, 2, 3), 2), _p(1, (2, 3, 1), 3)),
+    unclean_topics=frozenset(),
+)
+
+
+def _leaders(h: Harness) -> dict[int, int]:
+    snap = h.snapshot()
+    assert violations(snap, None) == []
+    return {p: row.leader for (_t, p), row in snap.partitions.items()}
+
+
+def test_the_znode_elects_what_it_lists_then_goes_and_the_watch_is_armed_again(
+    spark: SparkSession,
+) -> None:
+    h = Harness(spark, SPEC)
+    try:
+        seen = len(h.records)
+        admin.request_preferred_election(h.admin, [("p", 0)])
+        h.cluster.drain()
+        assert _leaders(h) == {0: 1, 1: 3}  # only the listed partition moved
+        assert h.admin.exists(PREFERRED_REPLICA_ELECTION) is None
+        # The election, then the event that re-arms the watch (the znode is gone: nothing).
+        ran = [(r.event, r.commits) for r in h.records[seen:]]
+        assert ran == [("ReplicaLeaderElection", 1), ("ReplicaLeaderElection", 0)]
+        admin.request_preferred_election(h.admin, [("p", 1)])  # seen: the watch is armed
+        h.cluster.drain()
+        assert _leaders(h) == {0: 1, 1: 2}
+        assert h.admin.exists(PREFERRED_REPLICA_ELECTION) is None
+    finally:
+        h.close()
+
+
+def test_a_request_the_controller_did_not_process_is_elected_by_the_next_failover(
+    spark: SparkSession,
+) -> None:
+    h = Harness(spark, SPEC)
+    try:
+        # Written as the controller loses its session: the watch's event is preempted by
+        # Expire, and the znode stays for whoever wins /controller next.
+        seen = len(h.records)
+        admin.request_preferred_election(h.admin, [("p", 1), ("gone", 0)])
+        h.cluster.expire_session(1)
+        h.cluster.drain()
+        snap = h.snapshot()
+        assert snap.zk_epoch[0] == 2  # broker 1 may win again, as a new controller
+        winner = snap.controllers[0]
+        failover = next(r for r in h.records[seen:] if r.controller_id == winner and r.commits)
+        assert failover.event in ("Reelect", "RegisterBrokerAndReelect")
+        assert failover.counters["elected"] == 1
+        assert _leaders(h)[1] == 2
+        assert h.admin.exists(PREFERRED_REPLICA_ELECTION) is None
+    finally:
+        h.close()
+
+
+def test_every_failover_ends_by_arming_the_watch_again(spark: SparkSession) -> None:
+    h = Harness(spark, SPEC)
+    try:
+        # Kafka's onReplicaElection(pending = {}) still deletes the znode and queues the event;
+        # with no znode it elects nothing.
+        ours = [(r.event, r.commits) for r in h.records if r.controller_id == 1]
+        assert ours[0][0] == "Startup"
+        assert [c for e, c in ours if e == "ReplicaLeaderElection"] == [0]
+        admin.request_preferred_election(h.admin, [("p", 0)])
+        h.cluster.drain()
+        assert _leaders(h)[0] == 1
+    finally:
+        h.close()

@@ -1,8 +1,8 @@
 """``/admin/preferred_replica_election``, the legacy tool's request (spec §2.1, §3.3, §11.1).
 
 The controller watches the znode for creation, elects the partitions it lists, then deletes it
-(fenced) and queues a ``ReplicaLeaderElection`` that arms the watch again. A request no
-controller processed is found by the next one's failover (step 13).
+(fenced) and arms the watch again. A request no controller processed is found by the next
+one's failover (step 13).
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ def test_the_znode_elects_what_it_lists_then_goes_and_the_watch_is_armed_again(
         h.cluster.drain()
         assert _leaders(h) == {0: 1, 1: 3}  # only the listed partition moved
         assert h.admin.exists(PREFERRED_REPLICA_ELECTION) is None
-        # The election, then the event that re-arms the watch (the znode is gone: nothing).
         ran = [(r.event, r.commits) for r in h.records[seen:]]
-        assert ran == [("ReplicaLeaderElection", 1), ("ReplicaLeaderElection", 0)]
+        assert ran == [("ReplicaLeaderElection", 1)]
         admin.request_preferred_election(h.admin, [("p", 1)])  # seen: the watch is armed
         h.cluster.drain()
         assert _leaders(h) == {0: 1, 1: 2}
@@ -79,16 +78,14 @@ def test_a_request_the_controller_did_not_process_is_elected_by_the_next_failove
         h.close()
 
 
-def test_every_failover_ends_by_arming_the_watch_again(spark: SparkSession) -> None:
+def test_the_watch_a_failover_arms_twice_fires_once(spark: SparkSession) -> None:
     h = Harness(spark, SPEC)
     try:
-        # Kafka's onReplicaElection(pending = {}) still deletes the znode and queues the event;
-        # with no znode it elects nothing.
-        ours = [(r.event, r.commits) for r in h.records if r.controller_id == 1]
-        assert ours[0][0] == "Startup"
-        assert [c for e, c in ours if e == "ReplicaLeaderElection"] == [0]
+        assert not [r for r in h.records if r.event == "ReplicaLeaderElection"]
+        # The watch armed by the failover (step 3) and again after its step 13 is one watch.
         admin.request_preferred_election(h.admin, [("p", 0)])
         h.cluster.drain()
         assert _leaders(h)[0] == 1
+        assert [r.event for r in h.records].count("ReplicaLeaderElection") == 1
     finally:
         h.close()

@@ -8,8 +8,7 @@ unclean); the auto leader rebalance reschedules itself every
 ``/admin/preferred_replica_election`` (the legacy tool's request) is watched for creation. An
 election it asked for, and the one every failover runs on what it still lists (§3.3 step 13),
 end as Kafka's ``removePartitionsFromPreferredReplicaElection``: once the event's rows are
-committed the znode is deleted (fenced) and a ``ReplicaLeaderElection`` is queued that re-arms
-the watch.
+committed the znode is deleted (fenced) and the watch armed again.
 """
 
 from __future__ import annotations
@@ -142,9 +141,14 @@ class ElectionEvents:
         self.committer.on_commit(self.remove_preferred_election_request)
 
     def remove_preferred_election_request(self, _committed: object, _gauges: object) -> None:
-        """After the election's commit, even of nothing (``onReplicaElection``'s finally)."""
+        """After the election's commit, even of nothing (``onReplicaElection``'s finally): the
+        znode goes and the watch is armed again. Kafka queues a ``ReplicaLeaderElection`` for
+        that; armed here, at once: an event would race the watch events this one's writes cause
+        (as for ``/admin/reassign_partitions``). One created meanwhile is processed as Kafka's
+        event would."""
         fenced_delete(self.zk, [PREFERRED_REPLICA_ELECTION], self.ctx.epoch_zk_version)
-        self.put(ev.ReplicaLeaderElection(None, ElectionType.PREFERRED))
+        if self.register_preferred_election_watch():
+            self.put(ev.ReplicaLeaderElection(None, ElectionType.PREFERRED))
 
     def driver_step(self, label: str, keys: set[tuple[int, int]] | None = None) -> EventRows | None:
         """The event's rows on the driver (``Committer.driver_step``; ``keys``: the only rows

@@ -7,10 +7,14 @@ one's failover (step 13).
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import SparkSession
 
 from controller.zk import admin_zk_client as admin
-from controller.zk.paths import PREFERRED_REPLICA_ELECTION
+from controller.zk.paths import PREFERRED_REPLICA_ELECTION, PreferredReplicaElectionZNode
+from spark_app.actions import Actor
+from spark_app.admin_validation import AdminRequestError
+from spark_app.scenario import events as se
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
 from tests.controller_oracle import ClusterSpec, Harness, violations
@@ -87,5 +91,25 @@ def test_the_watch_a_failover_arms_twice_fires_once(spark: SparkSession) -> None
         h.cluster.drain()
         assert _leaders(h)[0] == 1
         assert [r.event for r in h.records].count("ReplicaLeaderElection") == 1
+    finally:
+        h.close()
+
+
+def test_the_tool_lists_every_partition_for_all_and_is_refused_while_one_is_pending(
+    spark: SparkSession,
+) -> None:
+    h = Harness(spark, SPEC)
+    try:
+        actor = Actor(h.cluster, seed=0)
+        event = se.ElectLeaders(at=0, via="zk", election_type="preferred", partitions="all")
+        actor.apply(event)  # the controller runs nothing until the cluster drains
+        data, _stat = h.admin.get(PREFERRED_REPLICA_ELECTION)
+        listed = PreferredReplicaElectionZNode.decode(data).partitions
+        assert [(r.topic, r.partition) for r in listed] == [("p", 0), ("p", 1)]
+        with pytest.raises(AdminRequestError, match="currently in progress"):
+            actor.apply(event)
+        h.cluster.drain()
+        assert _leaders(h) == {0: 1, 1: 2}
+        assert h.admin.exists(PREFERRED_REPLICA_ELECTION) is None
     finally:
         h.close()

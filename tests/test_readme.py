@@ -53,3 +53,8 @@ def test_readme_whatif_commands_parse() -> None:
         assert args.command == "whatif"
         questions.add(args.question)
     assert {"fail", "roll", "scale-out", "leaders", "audit"} <= questions
+
+
+def test_readme_stays_a_guide() -> None:
+    """README is the user's guide: at most 400 lines; history and diaries live in docs/."""
+    assert len(README.read_text().splitlines()) <= 400

@@ -132,8 +132,8 @@ def run(
         # Everything, the state-change log written during the run included, goes to a staging
         # directory that replaces ``out`` only when the run has finished (a failed, interrupted
         # or killed run leaves the previous ``out`` as it was; checkpoints live apart).
-        with staged_output(out) as staged:
-            playback = _start(spark, scenario, staged, ensemble, starting, rows)
+        with staged_output(out) as staged, Progress(scenario.until) as progress:
+            playback = _start(spark, scenario, staged, ensemble, starting, rows, progress)
             return _finish(playback, scenario, staged, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
         ensemble.close()
@@ -150,9 +150,9 @@ def resume(
     checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
     aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
-    with staged_output(out) as staged:
+    with staged_output(out) as staged, Progress(scenario.until) as progress:
         writer = StateChangeLog(staged, _text_log(scenario))
-        externals = _externals(spark, Progress(scenario.until), writer)
+        externals = _externals(spark, progress, writer)
         playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))
         if not isinstance(playback, Playback):
             raise CheckpointError(f"{checkpoints.directory}: its state is not a kce run")
@@ -186,15 +186,15 @@ def _start(
     ensemble: Ensemble,
     starting: DataFrame,
     rows: list[dict[str, Any]] | None,
+    progress: Progress,
 ) -> Playback:
     """Bootstrap the scenario's cluster and schedule its timeline, the state-change log going
     to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     writer = StateChangeLog(out, _text_log(scenario))
     return start_playback(
-        spark, scenario, ensemble, starting, rows, EventStateChangeLog(writer),
-        Progress(scenario.until),
-    )  # fmt: skip
+        spark, scenario, ensemble, starting, rows, EventStateChangeLog(writer), progress
+    )
 
 
 def starting_table(

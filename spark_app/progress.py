@@ -64,7 +64,7 @@ class WorkProgress:
         self.total = max(total, 1e-9)
         self.delay_s = delay_s
         self.clock = get_time
-        self.started = get_time()
+        self.started = self.origin = get_time()
         self.auto_refresh = auto_refresh
         self.terminal = self.console.is_terminal
         self.enabled = not _open  # nested in another display: silent
@@ -72,6 +72,7 @@ class WorkProgress:
             _open.append(self)
         self._bar: RichProgress | None = None
         self._task: TaskID | None = None
+        self._done, self._text = 0.0, ""
 
     def due(self) -> bool:
         """Past the delay, and not nested in another display."""
@@ -79,6 +80,7 @@ class WorkProgress:
 
     def update(self, done: float, text: str = "") -> None:
         """``done`` of ``total`` units; ``text`` beside the bar."""
+        self._done, self._text = done, text
         if not self.terminal or not self.due():
             return
         if self._bar is None:
@@ -95,12 +97,22 @@ class WorkProgress:
                 self.description, total=self.total, completed=min(done, self.total), text=text
             )
             # The bar appears late (``delay_s``): its clock, and so the ETA, counts from the start.
-            self._bar.tasks[0].start_time = self.started
+            self._bar.tasks[0].start_time = self.origin
             self._bar.start()
         assert self._task is not None
         self._bar.update(self._task, completed=min(done, self.total), text=text)
         if not self.auto_refresh:
             self._bar.refresh()
+
+    def describe(self, description: str) -> None:
+        """The word before the bar, from now on: a new phase of the work, whose time left is
+        estimated from its own start (a setup's time says nothing of the work after it)."""
+        self.description = description
+        self.origin = self.clock()
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=description)
+            self._bar.tasks[0].start_time = self.origin
+        self.update(self._done, self._text)  # a long phase shows the bar once it is due
 
     def log(self, text: str) -> None:
         """A timestamped line, written only off a terminal (where no bar is drawn)."""
@@ -125,8 +137,9 @@ class WorkProgress:
 
 
 class Progress:
-    """``kce run``: ``virtual ━━━━━━╺━━━ 12.0s / 600.0s virtual · 34 events ETA 1m15s`` on a
-    terminal once the run has taken ``delay_s``; off a terminal a line every ``log_every_s``."""
+    """``kce run``: ``run ━━━━━━╺━━━ 12.0s / 600.0s virtual · 34 events ETA 1m15s`` on a terminal
+    once the run has taken ``delay_s``; off a terminal a line every ``log_every_s``. The word
+    before the bar is the run's phase: ``bootstrap``, ``run``, ``outputs`` (``step``)."""
 
     def __init__(
         self,
@@ -154,6 +167,11 @@ class Progress:
         if force or self._logged is None or now - self._logged >= self.log_every_s:
             self._logged = now
             self.work.log(text)
+
+    def step(self, phase: str, text: str) -> None:
+        """A new phase of the run: ``phase`` before the bar; ``text`` a log's line."""
+        self.work.describe(phase)
+        self.work.log(text)
 
     def close(self, now_ms: int, events: int) -> None:
         """The run has played to ``now_ms``: the bar's last state, or the log's last line (when

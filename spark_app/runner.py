@@ -126,15 +126,20 @@ def run(
         checkpoints.remove()  # an earlier run's: this one starts afresh
     try:
         started = time.perf_counter()
-        # The scenario's state rows may break the model where Kafka's algorithm placed the
-        # replicas (the load-time checks cannot see those): refuse them before anything is written.
-        starting, rows = starting_table(spark, scenario)
-        # Everything, the state-change log written during the run included, goes to a staging
-        # directory that replaces ``out`` only when the run has finished (a failed, interrupted
-        # or killed run leaves the previous ``out`` as it was; checkpoints live apart).
-        with staged_output(out) as staged, Progress(scenario.until) as progress:
-            playback = _start(spark, scenario, staged, ensemble, starting, rows, progress)
-            return _finish(playback, scenario, staged, started, checkpoints)
+        with Progress(scenario.until) as progress:
+            # The scenario's state rows may break the model where Kafka's algorithm placed the
+            # replicas (the load-time checks cannot see those): refuse them before anything is
+            # written.
+            progress.step("setup", "building and checking the starting partitions table")
+            starting, rows = starting_table(spark, scenario)
+            # Everything, the state-change log written during the run included, goes to a
+            # staging directory that replaces ``out`` only when the run has finished (a failed,
+            # interrupted or killed run leaves the previous ``out`` as it was; checkpoints live
+            # apart).
+            with staged_output(out) as staged:
+                progress.step("bootstrap", "bootstrapping the cluster into ZooKeeper")
+                playback = _start(spark, scenario, staged, ensemble, starting, rows, progress)
+                return _finish(playback, scenario, staged, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
         ensemble.close()
 
@@ -277,9 +282,12 @@ def _finish(
         progress = (playback.played, len(records), now_ms)
         checkpoints.save(playback, externals, _outputs(changes.log), progress)
 
+    if playback.progress is not None:
+        playback.progress.step("run", "playing the timeline")
     cluster.advance_to(scenario.until, quiet)
     if playback.progress is not None:
-        playback.progress.close(scenario.until, len(records))
+        playback.progress.update(scenario.until, len(records), force=True)
+        playback.progress.step("outputs", f"writing the outputs of {len(records)} events")
     summary = write_outputs(cluster, scenario, records, playback.rejected, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

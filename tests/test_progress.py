@@ -72,12 +72,16 @@ def test_run_bar_appears_after_the_delay_with_virtual_time_and_events() -> None:
     assert out.getvalue() == ""  # a run shorter than the delay leaves the terminal as it was
     clock.now += 10  # 300 of 600 virtual seconds in 10 s of wall time: 10 s left
     progress.update(300_000, 12)
-    progress.close(600_000, 40)
+    progress.update(600_000, 40)
+    progress.step("outputs", "writing the outputs")  # the phase replaces the word before the bar
+    progress.stop()
     frames = _frames(out)
     assert frames[0].startswith("run") and frames[0].endswith(
         "300.0s / 600.0s virtual · 12 events ETA 10s"
     )
+    assert frames[-1].startswith("outputs")
     assert frames[-1].endswith("600.0s / 600.0s virtual · 40 events ETA 0s")
+    assert "writing the outputs" not in out.getvalue()  # a terminal gets no log lines
 
 
 def test_run_logs_a_line_every_interval_and_its_end_off_a_terminal() -> None:
@@ -91,12 +95,41 @@ def test_run_logs_a_line_every_interval_and_its_end_off_a_terminal() -> None:
         progress.update(3_000, 3)  # 5 s after it: none
         clock.now += 6
         progress.update(4_000, 4)  # 11 s after it: a line
+        progress.step("outputs", "writing the outputs")
         progress.close(600_000, 9)
     assert [line[9:] for line in out.getvalue().splitlines()] == [
         "2.0s / 600.0s virtual · 2 events",
         "4.0s / 600.0s virtual · 4 events",
+        "writing the outputs",
         "600.0s / 600.0s virtual · 9 events",
     ]
+
+
+def test_each_phase_estimates_its_time_left_from_its_own_start() -> None:
+    clock = Clock()
+    console, out = _console(terminal=True)
+    with Progress(600_000, console, delay_s=3, get_time=clock, auto_refresh=False) as progress:
+        progress.step("setup", "building the starting table")
+        clock.now += 20  # the setup's 20 s say nothing of the timeline's pace
+        progress.step("run", "playing the timeline")
+        clock.now += 10
+        progress.update(300_000, 12)
+    assert _frames(out)[-1].startswith("run")
+    assert _frames(out)[-1].endswith("300.0s / 600.0s virtual · 12 events ETA 10s")
+
+
+def test_a_long_phase_shows_the_bar_once_it_is_due() -> None:
+    # The timeline played within the delay; writing the outputs takes longer.
+    clock = Clock()
+    console, out = _console(terminal=True)
+    with Progress(10_000, console, delay_s=3, get_time=clock, auto_refresh=False) as progress:
+        progress.update(10_000, 7, force=True)
+        progress.step("outputs", "writing the outputs")
+        assert out.getvalue() == ""
+        clock.now += 5
+        progress.step("outputs", "writing the outputs")
+    assert _frames(out)[-1].startswith("outputs")
+    assert _frames(out)[-1].endswith("10.0s / 10.0s virtual · 7 events ETA 0s")
 
 
 def test_a_short_run_off_a_terminal_writes_nothing() -> None:

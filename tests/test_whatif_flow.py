@@ -19,19 +19,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_app.cli import EXIT_INVALID, EXIT_OK, _parser, main
+from tests.test_whatif_execute import SOURCE  # the same cluster and sizes
 from whatif import execute
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.command import default_out
 from whatif.new_brokers import NewBroker, parse_new_brokers, with_new_brokers
-
-DATA = Path(__file__).parent / "data" / "whatif"
-SOURCE = [
-    "--scenario",
-    str(DATA / "execute-cluster.yaml"),
-    "--sizes",
-    str(DATA / "execute-sizes.csv"),
-]
-
 
 # -- default output directories ------------------------------------------------------------------
 

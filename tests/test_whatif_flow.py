@@ -138,6 +138,9 @@ def test_scale_out_then_audit_and_execute_its_plan_with_the_new_brokers(
     err = capsys.readouterr().err
     assert "Kafka refuses this plan" in err
     assert "error: a-1 replicas: unknown broker id(s) 6 — use live brokers, or declare" in err
+    assert err.rstrip().endswith(
+        "if the plan adds them, declare them with --new-brokers 6 (ID:RACK with racks) or the scale-out's output directory"
+    )
     assert not Path("out/whatif-execute-scale-out-add-2-reassignment").exists()
 
     # Declared by the scale-out's summary, the plan is valid and runs.

@@ -65,7 +65,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         more = f"\n  … and {len(refused) - 5} more" if len(refused) > 5 else ""
         raise WhatIfInputError(
             f"{options.plan}: Kafka refuses this plan ({len(refused)} error(s)):\n{listed}{more}\n"
-            "fix the plan (kce whatif audit lists every problem)"
+            + _fix(plan, cluster)
         )
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
@@ -80,6 +80,19 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
     return _answer(
         spark, options, plan, moves, result, problems, defaulted, options.fetch_mb_per_s, caps
     )
+
+
+def _fix(plan: ReassignmentPlan, cluster: WhatIfCluster) -> str:
+    """The refusal's last line: how to go on."""
+    live = set(cluster.brokers)
+    new = sorted({b for p in plan.partitions for b in p.replicas if b >= 0 and b not in live})
+    if new:  # a scale-out's plan, say: its brokers start before it runs
+        ids = ",".join(map(str, new))
+        return (
+            f"brokers {ids} are not in the snapshot: if the plan adds them, declare them with "
+            f"--new-brokers {ids} (ID:RACK with racks) or the scale-out's output directory"
+        )
+    return "fix the plan (kce whatif audit lists every problem)"
 
 
 # -- inputs --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from scaling.operations import Plan, plan_all
 from scaling.play import PhaseRun, Player
 from scaling.results import over_budget, row
 from scaling.sweep import Sweep, load_sweep
-from spark_app.progress import WorkProgress
+from spark_app.progress import SweepProgress
 
 # The status store keeps this many jobs and stages (Spark's default, 1,000, is fewer than a
 # large point's operation runs); ``measure`` reads a window's stages from it.
@@ -81,7 +81,7 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
     spark = get_spark(master or sweep.spark.master, {**RETAINED, **sweep.spark.conf})
     points = list(dict.fromkeys(p.point for p in plans))
     weights = [float(p.point.partitions) for p in plans for _ in range(sweep.repeat)]
-    progress = WorkProgress(len(points), weights)
+    progress = SweepProgress(len(points), weights)
     runs: dict[int, list[PhaseRun]] = {}
     player = Player(spark, Probe(spark), progress.log)
     try:
@@ -89,11 +89,11 @@ def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
             for n in range(sweep.repeat):
                 runs.setdefault(i, []).extend(player.play(plan))
                 progress.update(points.index(plan.point) + 1, i * sweep.repeat + n + 1)
+        rows, details, exceeded = _rows(sweep, plans, runs)
+        progress.log(f"writing the outputs to {target}/")
     finally:
         player.close()
-    progress.close()
-    rows, details, exceeded = _rows(sweep, plans, runs)
-    progress.log(f"writing the outputs to {target}/")
+        progress.close()
     write_outputs(target, sweep.name, path, rows, details, exceeded, environment(spark))
     return SweepResult(target, rows, exceeded)
 

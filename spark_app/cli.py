@@ -45,7 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         "its timeline and write the final tables, event log, metrics and an HTML report to --out.",
     )
     run.add_argument("scenario", help="scenario YAML file")
-    run.add_argument("--out", help="output directory (default out/<name>)")
+    run.add_argument(
+        "--out", help="output directory (default out/<name>, out/<name>-set-... with --set)"
+    )
+    run.add_argument("--json", action="store_true", help="print summary.json, not the summary")
     run.add_argument("--master", help="Spark master URL (overrides the file)")
     run.add_argument(
         "--zk",
@@ -130,6 +133,7 @@ def _quickstart(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from controller.zk.errors import ZooKeeperClientTimeoutError
     from spark_app import runner
+    from spark_app.out_names import run_out
     from spark_app.run_checkpoint import CheckpointError
     from spark_app.scenario import ScenarioError, format_duration, format_problems, load_scenario
     from spark_app.session import get_spark
@@ -150,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         execution = scenario.execution.model_copy(update={"driver_rows": args.driver_rows})
         scenario = scenario.model_copy(update={"execution": execution})
-    out = Path(args.resume or args.out or Path("out") / scenario.name)
+    out = Path(args.resume or args.out or run_out(scenario.name, args.overrides))
     try:
         checkpoints, manifest = _checkpoints(args, scenario, out)
     except CheckpointError as err:
@@ -185,7 +189,12 @@ def _run(args: argparse.Namespace) -> int:
     except CheckpointError as err:
         print(f"kce: {err}", file=sys.stderr)
         return EXIT_INVALID
-    print(json.dumps(summary, indent=2))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        from spark_app.run_summary import run_summary
+
+        print("\n".join(run_summary(summary, out, scenario.until)))
     return EXIT_OK
 
 

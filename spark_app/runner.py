@@ -126,15 +126,20 @@ def run(
         checkpoints.remove()  # an earlier run's: this one starts afresh
     try:
         started = time.perf_counter()
-        # The scenario's state rows may break the model where Kafka's algorithm placed the
-        # replicas (the load-time checks cannot see those): refuse them before anything is written.
-        starting, rows = starting_table(spark, scenario)
-        # Everything, the state-change log written during the run included, goes to a staging
-        # directory that replaces ``out`` only when the run has finished (a failed, interrupted
-        # or killed run leaves the previous ``out`` as it was; checkpoints live apart).
-        with staged_output(out) as staged:
-            playback = _start(spark, scenario, staged, ensemble, starting, rows)
-            return _finish(playback, scenario, staged, started, checkpoints)
+        with Progress(scenario.until) as progress:
+            # The scenario's state rows may break the model where Kafka's algorithm placed the
+            # replicas (the load-time checks cannot see those): refuse them before anything is
+            # written.
+            progress.step("setup", "building and checking the starting partitions table")
+            starting, rows = starting_table(spark, scenario)
+            # Everything, the state-change log written during the run included, goes to a
+            # staging directory that replaces ``out`` only when the run has finished (a failed,
+            # interrupted or killed run leaves the previous ``out`` as it was; checkpoints live
+            # apart).
+            with staged_output(out) as staged:
+                progress.step("bootstrap", "bootstrapping the cluster into ZooKeeper")
+                playback = _start(spark, scenario, staged, ensemble, starting, rows, progress)
+                return _finish(playback, scenario, staged, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
         ensemble.close()
 
@@ -150,9 +155,9 @@ def resume(
     checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
     aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
-    with staged_output(out) as staged:
+    with staged_output(out) as staged, Progress(scenario.until) as progress:
         writer = StateChangeLog(staged, _text_log(scenario))
-        externals = _externals(spark, Progress(scenario.until), writer)
+        externals = _externals(spark, progress, writer)
         playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))
         if not isinstance(playback, Playback):
             raise CheckpointError(f"{checkpoints.directory}: its state is not a kce run")
@@ -186,15 +191,15 @@ def _start(
     ensemble: Ensemble,
     starting: DataFrame,
     rows: list[dict[str, Any]] | None,
+    progress: Progress,
 ) -> Playback:
     """Bootstrap the scenario's cluster and schedule its timeline, the state-change log going
     to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     writer = StateChangeLog(out, _text_log(scenario))
     return start_playback(
-        spark, scenario, ensemble, starting, rows, EventStateChangeLog(writer),
-        Progress(scenario.until),
-    )  # fmt: skip
+        spark, scenario, ensemble, starting, rows, EventStateChangeLog(writer), progress
+    )
 
 
 def starting_table(
@@ -277,9 +282,12 @@ def _finish(
         progress = (playback.played, len(records), now_ms)
         checkpoints.save(playback, externals, _outputs(changes.log), progress)
 
+    if playback.progress is not None:
+        playback.progress.step("run", "playing the timeline")
     cluster.advance_to(scenario.until, quiet)
     if playback.progress is not None:
-        playback.progress.close(scenario.until, len(records))
+        playback.progress.update(scenario.until, len(records), force=True)
+        playback.progress.step("outputs", f"writing the outputs of {len(records)} events")
     summary = write_outputs(cluster, scenario, records, playback.rejected, out)
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

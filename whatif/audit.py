@@ -29,6 +29,7 @@ from html_report.page import Section
 from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster
+from whatif.new_brokers import with_new_brokers
 from whatif.options import AuditOptions
 from whatif.plan_check import ERROR, PartitionKey, ReassignmentPlan, check_plan, parse_plan
 
@@ -65,6 +66,7 @@ def plan_partitions(
 
 def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -> Answer:
     """Validate ``options.plan`` and report the cluster after it."""
+    cluster = with_new_brokers(cluster, options.new_brokers)
     plan = parse_plan(options.plan)
     current = plan_partitions(spark, cluster, plan)
     problems = check_plan(plan, current, cluster.brokers, cluster.racks)

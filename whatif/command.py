@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from statemachines import schemas as s
 from whatif.cluster import WhatIfInputError
+from whatif.new_brokers import parse_new_brokers
 from whatif.options import (
     AuditOptions,
     DecommissionOptions,
@@ -93,8 +94,8 @@ def _batch(text: str) -> str:
     return text
 
 
-def add_parser(sub: Any) -> None:
-    """The ``whatif`` command and its questions."""
+def add_parser(sub: Any) -> Any:
+    """The ``whatif`` command and its questions (returned: their subparsers)."""
     whatif = sub.add_parser(
         "whatif",
         help="plan offline: failures, restarts, scale-out, rebalance, exposure, plan audits",
@@ -125,7 +126,9 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--zk-cert", metavar="FILE", help="ZooKeeper TLS: client certificate")
         q.add_argument("--zk-key", metavar="FILE", help="ZooKeeper TLS: client key")
         q.add_argument("--seed", type=int, default=0, help="seed of any random choice (0)")
-        q.add_argument("--out", help=f"output directory (default out/whatif-{name})")
+        q.add_argument(
+            "--out", help=f"output directory (default out/whatif-{name}[-OPTION-VALUE...])"
+        )
         q.add_argument("--master", help="Spark master URL")
         q.add_argument("--json", action="store_true", help="print summary.json, not the summary")
         if name == "fail":
@@ -150,8 +153,20 @@ def add_parser(sub: Any) -> None:
             q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
         elif name == "audit":
             q.add_argument("plan", help="a Kafka reassignment JSON file")
+            _new_brokers_argument(q)
         elif name == "execute":
             _execute_arguments(q)
+            _new_brokers_argument(q)
+    return questions
+
+
+def _new_brokers_argument(q: Any) -> None:
+    q.add_argument(
+        "--new-brokers",
+        metavar="ID[:RACK],...|SUMMARY",
+        help="brokers the plan adds, started empty before it: ids with their racks (31:a,32:b), "
+        "or a scale-out's summary.json or output directory",
+    )
 
 
 def _execute_arguments(q: Any) -> None:
@@ -215,6 +230,7 @@ def question_options(args: argparse.Namespace) -> Any:
         return LeadersOptions()
     if q == "exposure":
         return ExposureOptions(args.seed)
+    new = () if args.new_brokers is None else parse_new_brokers(args.new_brokers)
     if q == "execute":
         return ExecuteOptions(
             Path(args.plan),
@@ -223,8 +239,9 @@ def question_options(args: argparse.Namespace) -> Any:
             args.max_leader_moves,
             args.fetch_mb_per_s,
             args.throttle,
+            new,
         )
-    return AuditOptions(Path(args.plan))
+    return AuditOptions(Path(args.plan), new)
 
 
 def _zk_options(args: argparse.Namespace) -> Any:
@@ -272,6 +289,21 @@ def question_function(name: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), function)
 
 
+# Options that say where the snapshot comes from, where outputs go or how they show: not part
+# of the default output directory's name (``spark_app.out_names``).
+UNNAMED = (*SOURCE_OPTIONS, "zk_auth", "zk_ca", "zk_cert", "zk_key", "new_brokers", "question")
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    """``out/whatif-QUESTION-...``: the question and the options that change its answer."""
+    from spark_app.out_names import OUT, options_name
+
+    questions = add_parser(argparse.ArgumentParser().add_subparsers())
+    parser = questions.choices[args.question]
+    name = options_name(f"whatif-{args.question}", parser, args, UNNAMED, ("config", "seed"))
+    return OUT / name
+
+
 def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     """Answer the question of ``args`` and write its outputs; (out, the summary lines)."""
     from spark_app.session import get_spark
@@ -280,7 +312,7 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     from whatif.sources import load_cluster
 
     options = question_options(args)
-    out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
+    out = Path(args.out) if args.out else default_out(args)
     try:
         check_replaceable(out)
     except ForeignOutputError as err:

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from html_report.charts import step_timeline
 from html_report.page import Section
+from spark_app.progress import WorkProgress
 from spark_app.scenario import Scenario
 from statemachines import schemas as s
 from whatif.answer import Answer
@@ -36,17 +37,20 @@ from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.execute_cluster import ExecutionCluster, execution_scenario
 from whatif.execute_throttles import throttle_writes
 from whatif.execute_waves import Caps, Move, PartitionKey, WavePlanner
+from whatif.new_brokers import with_new_brokers
 from whatif.options import ExecuteOptions
 from whatif.plan_check import ERROR, ReassignmentPlan, check_plan, parse_plan
 
 DEFAULT_PARTITION_BYTES = 1 << 30  # a partition the --sizes file does not list: 1 GiB
 MAX_VIRTUAL_MS = 30 * 24 * 3600 * 1000  # a plan still running after 30 virtual days is stuck
 MAX_LISTED = 1000
+PROGRESS_DELAY_S = 3.0  # a replay that ends sooner shows no progress
 
 
 def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions) -> Answer:
     """Run ``options.plan`` on the emulated cluster under the caps and report how it went."""
     caps = Caps(options.max_moves_per_broker, options.max_moves, options.max_leader_moves)
+    cluster = with_new_brokers(cluster, options.new_brokers)
     plan = parse_plan(options.plan)
     assignments = _topic_assignments(spark, cluster, sorted({p.topic for p in plan.partitions}))
     current = {
@@ -61,7 +65,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         more = f"\n  … and {len(refused) - 5} more" if len(refused) > 5 else ""
         raise WhatIfInputError(
             f"{options.plan}: Kafka refuses this plan ({len(refused)} error(s)):\n{listed}{more}\n"
-            "fix the plan (kce whatif audit lists every problem)"
+            + _fix(plan, cluster)
         )
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
@@ -76,6 +80,19 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
     return _answer(
         spark, options, plan, moves, result, problems, defaulted, options.fetch_mb_per_s, caps
     )
+
+
+def _fix(plan: ReassignmentPlan, cluster: WhatIfCluster) -> str:
+    """The refusal's last line: how to go on."""
+    live = set(cluster.brokers)
+    new = sorted({b for p in plan.partitions for b in p.replicas if b >= 0 and b not in live})
+    if new:  # a scale-out's plan, say: its brokers start before it runs
+        ids = ",".join(map(str, new))
+        return (
+            f"brokers {ids} are not in the snapshot: if the plan adds them, declare them with "
+            f"--new-brokers {ids} (ID:RACK with racks) or the scale-out's output directory"
+        )
+    return "fix the plan (kce whatif audit lists every problem)"
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -177,6 +194,7 @@ def _replay(
     out = _Replay()
     planner = WavePlanner(moves, caps)
     run = ExecutionCluster(spark, scenario)
+    progress = WorkProgress("execute", sum(m.copied_bytes for m in moves), delay_s=PROGRESS_DELAY_S)
     try:
         start = run.now_ms()
         out.warm_up_ms = start
@@ -189,6 +207,10 @@ def _replay(
                 for m in wave:
                     out.wave_of[m.key] = len(out.wave_starts)
                     out.started[m.key] = at
+                progress.log(
+                    f"wave {len(out.wave_starts)}: {len(wave)} move(s) submitted at "
+                    f"{at / 1000:.3f} s virtual, {len(planner.in_flight)} in flight"
+                )
                 if throttle is not None:  # the tool's writes cover the moves still in flight
                     writes = throttle_writes(planner.in_flight.values(), throttle)
                     run.throttle(writes)
@@ -202,13 +224,26 @@ def _replay(
                 for m in planner.finished(sorted(done)):
                     out.finished[m.key] = run.now_ms() - start
                 out.record(run.now_ms() - start, len(planner.in_flight), run.under_replicated())
+                _show(progress, moves, out)
                 continue  # the freed slots take the next wave at once
             if planner.done or not run.step(start + MAX_VIRTUAL_MS):
                 break  # done, or nothing left that could complete the moves in flight
             out.record(run.now_ms() - start, len(planner.in_flight), run.under_replicated())
     finally:
+        progress.close()
         run.close()
     return out
+
+
+def _show(progress: WorkProgress, moves: list[Move], out: _Replay) -> None:
+    """Bytes copied by the completed moves on the bar; a line per completion in a log."""
+    ended = [m for m in moves if m.key in out.finished]
+    text = (
+        f"{len(ended)}/{len(moves)} moves done · wave {len(out.wave_starts)} · "
+        f"{out.makespan_ms / 1000:.3f} s virtual"
+    )
+    progress.update(sum(m.copied_bytes for m in ended), text)
+    progress.log(text)
 
 
 # -- the answer ----------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from whatif.new_brokers import NewBroker
+
 
 @dataclass(frozen=True)
 class FailOptions:
@@ -55,13 +57,17 @@ class ExposureOptions:
 
 @dataclass(frozen=True)
 class AuditOptions:
+    """``audit PLAN.json``; ``new_brokers``: brokers the plan adds, started empty before it."""
+
     plan: Path
+    new_brokers: tuple[NewBroker, ...] = ()
 
 
 @dataclass(frozen=True)
 class ExecuteOptions:
     """``execute PLAN.json``: the movement caps (``max_moves`` None: no cluster-wide cap), each
-    broker's fetch throughput in MB/s and Kafka's replication throttle in bytes/s (None: none)."""
+    broker's fetch throughput in MB/s, Kafka's replication throttle in bytes/s (None: none) and the
+    brokers the plan adds, started empty before it."""
 
     plan: Path
     max_moves_per_broker: int = 5
@@ -69,3 +75,4 @@ class ExecuteOptions:
     max_leader_moves: int = 1000
     fetch_mb_per_s: float = 100.0
     throttle: int | None = None
+    new_brokers: tuple[NewBroker, ...] = ()

@@ -16,7 +16,7 @@ non-empty replicas     error     the controller, §10.4 (INVALID_REPLICA_ASSIGNM
 no duplicate replica   error     the controller, §10.4
 non-negative ids       error     the controller, §10.4
 known partition        error     the controller, §10.4 (UNKNOWN_TOPIC_OR_PARTITION)
-replica brokers exist  error     the tool ("Unknown broker id"), new brokers of the plan allowed
+replica brokers exist  error     the tool ("Unknown broker id"); declared new brokers allowed
 replication factor     warning   RF changes are allowed by Kafka, but rarely meant
 rack safety            error     fewer racks than before, where the brokers' racks allow more
 rack safety            warning   two replicas in one rack where racks allow, not made worse
@@ -223,8 +223,8 @@ def _check_entry(
     if unknown:
         problem(
             "replicas",
-            f"unknown broker id(s) {','.join(map(str, unknown))} — use live brokers or the new "
-            "brokers of the plan",
+            f"unknown broker id(s) {','.join(map(str, unknown))} — use live brokers, or declare "
+            "the brokers the plan adds (--new-brokers)",
         )
     if len(target) != len(before):
         problem(

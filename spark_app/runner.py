@@ -132,7 +132,7 @@ def run(
         # Everything, the state-change log written during the run included, goes to a staging
         # directory that replaces ``out`` only when the run has finished (a failed, interrupted
         # or killed run leaves the previous ``out`` as it was; checkpoints live apart).
-        with staged_output(out) as staged:
+        with staged_output(out, "run") as staged:
             playback = _start(spark, scenario, staged, ensemble, starting, rows)
             return _finish(playback, scenario, staged, started, checkpoints)
     finally:  # a real ensemble must not keep our sessions (and their ephemerals) alive
@@ -150,7 +150,7 @@ def resume(
     checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
     aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
-    with staged_output(out) as staged:
+    with staged_output(out, "run") as staged:
         writer = StateChangeLog(staged, _text_log(scenario))
         externals = _externals(spark, Progress(scenario.until), writer)
         playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))

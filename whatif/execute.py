@@ -37,7 +37,7 @@ from whatif.execute_cluster import ExecutionCluster, execution_scenario
 from whatif.execute_throttles import throttle_writes
 from whatif.execute_waves import Caps, Move, PartitionKey, WavePlanner
 from whatif.options import ExecuteOptions
-from whatif.plan_check import ERROR, ReassignmentPlan, check_plan, parse_plan
+from whatif.plan_check import ReassignmentPlan, check_plan, parse_plan, refused_error
 
 DEFAULT_PARTITION_BYTES = 1 << 30  # a partition the --sizes file does not list: 1 GiB
 MAX_VIRTUAL_MS = 30 * 24 * 3600 * 1000  # a plan still running after 30 virtual days is stuck
@@ -55,14 +55,9 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         if p.topic in assignments and 0 <= p.partition < len(assignments[p.topic])
     }
     problems = check_plan(plan, current, cluster.brokers, cluster.racks)
-    refused = [p for p in problems if p.severity == ERROR and p.refused_by_kafka]
-    if refused:
-        listed = "\n".join(f"  {p.line()}" for p in refused[:5])
-        more = f"\n  … and {len(refused) - 5} more" if len(refused) > 5 else ""
-        raise WhatIfInputError(
-            f"{options.plan}: Kafka refuses this plan ({len(refused)} error(s)):\n{listed}{more}\n"
-            "fix the plan (kce whatif audit lists every problem)"
-        )
+    error = refused_error(options.plan, problems)
+    if error is not None:
+        raise error
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
     scenario = execution_scenario(

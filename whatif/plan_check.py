@@ -37,6 +37,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from spark_app.limits import MAX_PLAN_BYTES
 from statemachines.schemas import INT_MAX
 from whatif.cluster import WhatIfInputError
 
@@ -49,7 +50,6 @@ PartitionKey = tuple[str, int]
 # Kafka's tool reads partition ids and broker ids as Java Ints: a larger number is no plan.
 KafkaInt = Annotated[StrictInt, Field(ge=-INT_MAX - 1, le=INT_MAX)]
 # About a million partitions; json and the models hold some 8 times a plan's size in memory.
-MAX_PLAN_BYTES = 64 << 20
 
 
 class PlanPartition(BaseModel):
@@ -146,6 +146,19 @@ def plan_from_json(data: Any, where: str) -> ReassignmentPlan:
             f"{where}: {problems} — fix the plan (Kafka's reassignment JSON: "
             '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]})'
         ) from None
+
+
+def refused_error(path: str | Path, problems: Sequence[Problem]) -> WhatIfInputError | None:
+    """The input error of a plan Kafka refuses (``check_plan``'s refusing problems), or None."""
+    refused = [p for p in problems if p.severity == ERROR and p.refused_by_kafka]
+    if not refused:
+        return None
+    listed = "\n".join(f"  {p.line()}" for p in refused[:5])
+    more = f"\n  … and {len(refused) - 5} more" if len(refused) > 5 else ""
+    return WhatIfInputError(
+        f"{path}: Kafka refuses this plan ({len(refused)} error(s)):\n{listed}{more}\n"
+        "fix the plan (kce whatif audit lists every problem)"
+    )
 
 
 def _given(err: Mapping[str, Any]) -> str:

@@ -1,0 +1,52 @@
+"""``kce whatif``'s inputs, read and validated before Spark starts (``spark_app.preflight``).
+
+``--master`` and ``--zk`` are checked for their syntax, ``--out`` is claimed, the snapshot and the
+side files are read (``sources.read_cluster``) and a plan is parsed. What needs the cluster as
+data (a plan's partitions against the snapshot's) is checked by the question itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from spark_app.preflight import (
+    ForeignOutputError,
+    InvalidArgumentError,
+    announce,
+    check_master,
+    check_zk_connect,
+    claim_output,
+)
+from whatif.cluster import WhatIfInputError
+from whatif.plan_check import parse_plan
+from whatif.snapshot_checks import check_execute_plan
+from whatif.sources import ClusterInput, ZkOptions, read_cluster
+
+
+def check_arguments(args: argparse.Namespace, out: Path, zk_options: ZkOptions) -> ClusterInput:
+    """Every input of ``args`` validated (``WhatIfInputError`` names the first problem); the
+    snapshot, ready to be built."""
+    try:
+        check_master(args.master)
+        check_zk_connect(args.zk)
+        replacing = claim_output(out, "whatif")
+    except (InvalidArgumentError, ForeignOutputError) as err:
+        raise WhatIfInputError(str(err)) from None
+    plan = getattr(args, "plan", None)
+    snapshot = read_cluster(
+        describe=args.describe,
+        zk=args.zk,
+        run=args.run,
+        scenario=args.scenario,
+        rack_map=args.rack_map,
+        sizes=args.sizes,
+        config=args.config,
+        zk_options=zk_options,
+    )
+    if plan is not None:
+        parse_plan(plan)
+        if args.question == "execute" and snapshot.known is not None:
+            check_execute_plan(snapshot.known, plan, snapshot.live, snapshot.merged_racks())
+    announce(replacing)
+    return snapshot

@@ -26,6 +26,7 @@ MAX_FIELD_CHARS = 1 << 20
 # -- sweeps and samples --------------------------------------------------------------------------
 # K-broker sets `kce whatif fail --any K` evaluates, each against every partition in one job
 MAX_SAMPLES = 1_000_000
+MAX_SWEEP_POINTS = 10_000  # points of a `kce scale` sweep (the combinations of its axes)
 
 # -- messages ------------------------------------------------------------------------------------
 MAX_MESSAGE_LINES = 3  # lines of one error message

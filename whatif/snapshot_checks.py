@@ -15,7 +15,6 @@ output justifies:
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +40,13 @@ class Known:
         cls, columns: Mapping[str, list[Any]], live: Sequence[int], **flags: bool
     ) -> Known:
         """The ``Known`` of partition rows as column lists (``empty_columns``)."""
-        counts = Counter(columns[s.TOPIC])
+        # A topic's partitions are 0..n-1: its highest listed one bounds them (filtered describe
+        # text may list fewer).
+        counts: dict[str, int] = {}
+        for topic, partition in zip(columns[s.TOPIC], columns[s.PARTITION], strict=True):
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
         held = {b for replicas in columns[s.REPLICAS] for b in replicas}
-        return cls(dict(counts), frozenset(held | set(live)), columns, **flags)
+        return cls(counts, frozenset(held | set(live)), columns, **flags)
 
 
 def check_rack_map(known: Known, racks: Mapping[int, str | None], path: str | Path) -> None:

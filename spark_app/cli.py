@@ -144,8 +144,6 @@ def _quickstart(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.zk.errors import ZooKeeperClientTimeoutError
-    from spark_app import runner
     from spark_app.preflight import (
         ForeignOutputError,
         InvalidArgumentError,
@@ -156,8 +154,6 @@ def _run(args: argparse.Namespace) -> int:
     )
     from spark_app.run_checkpoint import CheckpointError
     from spark_app.scenario import ScenarioError, format_duration, format_problems, load_scenario
-    from spark_app.session import get_spark
-    from spark_app.validate import ClusterModelError
 
     try:
         check_master(args.master)
@@ -183,6 +179,12 @@ def _run(args: argparse.Namespace) -> int:
             replacing.append(claim_output(checkpoints.directory, "checkpoint", "--checkpoint-dir"))
     except (CheckpointError, ForeignOutputError) as err:
         return _invalid(str(err))
+    # What runs the scenario is imported once every input above is known to be valid.
+    from controller.zk.errors import ZooKeeperClientTimeoutError
+    from spark_app import runner
+    from spark_app.session import get_spark
+    from spark_app.validate import ClusterModelError
+
     ensemble = None  # a resumed run's is in its checkpoint
     if manifest is not None:
         played = f"{manifest.scenario_events} of {len(scenario.timeline())} scenario events"

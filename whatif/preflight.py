@@ -45,8 +45,9 @@ def check_arguments(args: argparse.Namespace, out: Path, zk_options: ZkOptions) 
         zk_options=zk_options,
     )
     if plan is not None:
-        parse_plan(plan)
+        parsed = parse_plan(plan)
         if args.question == "execute" and snapshot.known is not None:
-            check_execute_plan(snapshot.known, plan, snapshot.live, snapshot.merged_racks())
+            racks = snapshot.merged_racks()
+            check_execute_plan(snapshot.known, plan, parsed, snapshot.live, racks)
     announce(replacing)
     return snapshot

@@ -22,7 +22,7 @@ from typing import Any
 
 from statemachines import schemas as s
 from whatif.errors import WhatIfInputError
-from whatif.plan_check import check_plan, parse_plan, refused_error
+from whatif.plan_check import ReassignmentPlan, check_plan, refused_error
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,15 @@ def check_sizes(known: Known, sizes: dict[str, list[Any]], path: str | Path) -> 
 
 
 def check_execute_plan(
-    known: Known, plan_path: str | Path, brokers: Sequence[int], racks: Mapping[int, str | None]
+    known: Known,
+    plan_path: str | Path,
+    plan: ReassignmentPlan,
+    brokers: Sequence[int],
+    racks: Mapping[int, str | None],
 ) -> None:
     """``whatif execute``'s refusal of a plan Kafka refuses, before Spark (describe, zk)."""
     if known.columns is None:
         return
-    plan = parse_plan(plan_path)
     wanted = {(p.topic, p.partition) for p in plan.partitions}
     cols = known.columns
     current = {

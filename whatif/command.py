@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
 
     options = question_options(args)
     out = Path(args.out) if args.out else Path("out") / f"whatif-{args.question}"
-    snapshot = check_arguments(args, out, _zk_options(args))
+    snapshot = check_arguments(args, options, out, _zk_options(args))
     spark = get_spark(args.master)
     cluster = snapshot.build(spark)
     answer = question_function(args.question)(spark, cluster, options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from spark_app.messages import cut
 from spark_app.preflight import (
     ForeignOutputError,
     InvalidArgumentError,
@@ -19,12 +20,16 @@ from spark_app.preflight import (
     claim_output,
 )
 from whatif.cluster import WhatIfInputError
+from whatif.failure import named_brokers
+from whatif.options import DecommissionOptions, FailOptions
 from whatif.plan_check import parse_plan
 from whatif.snapshot_checks import check_execute_plan
 from whatif.sources import ClusterInput, ZkOptions, read_cluster
 
 
-def check_arguments(args: argparse.Namespace, out: Path, zk_options: ZkOptions) -> ClusterInput:
+def check_arguments(
+    args: argparse.Namespace, options: object, out: Path, zk_options: ZkOptions
+) -> ClusterInput:
     """Every input of ``args`` validated (``WhatIfInputError`` names the first problem); the
     snapshot, ready to be built."""
     try:
@@ -44,6 +49,8 @@ def check_arguments(args: argparse.Namespace, out: Path, zk_options: ZkOptions) 
         config=args.config,
         zk_options=zk_options,
     )
+    if snapshot.known is not None:
+        _check_named_brokers(snapshot, options)
     if plan is not None:
         parsed = parse_plan(plan)
         if args.question == "execute" and snapshot.known is not None:
@@ -51,3 +58,19 @@ def check_arguments(args: argparse.Namespace, out: Path, zk_options: ZkOptions) 
             check_execute_plan(snapshot.known, plan, parsed, snapshot.live, racks)
     announce(replacing)
     return snapshot
+
+
+def _check_named_brokers(snapshot: ClusterInput, options: object) -> None:
+    """The brokers and the rack a question names, against a snapshot read in plain Python."""
+    racks = snapshot.merged_racks()
+    if isinstance(options, FailOptions) and options.any_k is None:
+        named_brokers(snapshot.live, racks, snapshot.name, options)
+    if isinstance(options, DecommissionOptions) and snapshot.known is not None:
+        unknown = sorted(set(options.brokers) - snapshot.known.brokers)
+        if unknown:
+            listed = ",".join(map(str, options.brokers))
+            known = ",".join(map(str, sorted(snapshot.known.brokers)))
+            raise WhatIfInputError(
+                f"--brokers {listed}: unknown broker(s) {','.join(map(str, unknown))} — the "
+                f"snapshot knows {cut(known)}"
+            )

@@ -324,6 +324,7 @@ class ClusterInput:
     known: Known | None = None  # None: a --run table, read by Spark
     live: tuple[int, ...] = ()  # the snapshot's live brokers, with ``known``
     source_racks: dict[int, str | None] = field(default_factory=dict)
+    name: str = ""  # the source, as messages name it ("describe FILE")
 
     def merged_racks(self) -> dict[int, str | None]:
         """Every live broker's rack: the source's, then the rack map's (as ``build`` merges)."""
@@ -392,6 +393,7 @@ def _read_source(
         return ClusterInput(
             lambda spark: scenario_cluster(spark, parsed, config, str(scenario)),
             racks, sized, known, live, {b.id: b.rack for b in parsed.brokers()},
+            f"scenario {scenario}",
         )  # fmt: skip
     defaults = broker_defaults(config)
     if describe is not None:
@@ -410,7 +412,7 @@ def _read_source(
         known = Known.of_columns(
             snap.columns, brokers, filtered=not snap.config_lines, adds_brokers=True
         )
-        return ClusterInput(described, racks, sized, known, brokers)
+        return ClusterInput(described, racks, sized, known, brokers, {}, source)
     if zk is not None:
         cols, live, zk_racks, zk_configs = read_zk_columns(zk, defaults, zk_options)
         return ClusterInput(
@@ -418,7 +420,7 @@ def _read_source(
                 partitions_frame(spark, cols), live, zk_racks, zk_configs, defaults,
                 source=f"zk {zk}",
             ),
-            racks, sized, Known.of_columns(cols, live), live, zk_racks,
+            racks, sized, Known.of_columns(cols, live), live, zk_racks, f"zk {zk}",
         )  # fmt: skip
     assert run is not None
     check_run(Path(run))

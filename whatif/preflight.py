@@ -21,8 +21,10 @@ from spark_app.preflight import (
 )
 from whatif.cluster import WhatIfInputError
 from whatif.failure import named_brokers
-from whatif.options import DecommissionOptions, FailOptions
+from whatif.failure_sets import check_any
+from whatif.options import DecommissionOptions, FailOptions, RollOptions
 from whatif.plan_check import parse_plan
+from whatif.roll import check_batches
 from whatif.snapshot_checks import check_execute_plan
 from whatif.sources import ClusterInput, ZkOptions, read_cluster
 
@@ -63,8 +65,13 @@ def check_arguments(
 def _check_named_brokers(snapshot: ClusterInput, options: object) -> None:
     """The brokers and the rack a question names, against a snapshot read in plain Python."""
     racks = snapshot.merged_racks()
-    if isinstance(options, FailOptions) and options.any_k is None:
-        named_brokers(snapshot.live, racks, snapshot.name, options)
+    if isinstance(options, FailOptions):
+        if options.any_k is None:
+            named_brokers(snapshot.live, racks, snapshot.name, options)
+        else:
+            check_any(snapshot.live, options.any_k)
+    if isinstance(options, RollOptions):
+        check_batches(snapshot.live, racks, options)
     if isinstance(options, DecommissionOptions) and snapshot.known is not None:
         unknown = sorted(set(options.brokers) - snapshot.known.brokers)
         if unknown:

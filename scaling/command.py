@@ -13,13 +13,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scaling.operations import Plan, plan_all
-from scaling.play import PhaseRun, Player
-from scaling.results import over_budget, row
-from scaling.sweep import Sweep, load_sweep
-from spark_app.progress import SweepProgress
+# The parser of every kce command is built from ``add_parser``: what runs a sweep (Spark, the
+# controller, the charts) is imported when a sweep runs, so a bad input elsewhere costs none of it.
+if TYPE_CHECKING:
+    from scaling.operations import Plan
+    from scaling.play import PhaseRun
+    from scaling.sweep import Sweep
 
 # The status store keeps this many jobs and stages (Spark's default, 1,000, is fewer than a
 # large point's operation runs); ``measure`` reads a window's stages from it.
@@ -51,6 +52,8 @@ def _rows(
     sweep: Sweep, plans: Sequence[Plan], runs: Mapping[int, list[PhaseRun]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """Rows, their JSON details and the budgets they exceed, in plan and phase order."""
+    from scaling.results import over_budget, row
+
     rows, details, exceeded = [], [], []
     for i, plan in enumerate(plans):
         for phase in plan.phases:
@@ -68,16 +71,23 @@ def _rows(
 
 
 def run_sweep(path: str, out: str | None, master: str | None) -> SweepResult:
-    """Load, plan, run and write the sweep at ``path`` (``ScenarioError``: invalid input)."""
+    """Load, plan, run and write the sweep at ``path`` (``ScenarioError``, ``ForeignOutputError``
+    or ``InvalidArgumentError``: invalid input)."""
     from scaling.measure import Probe
+    from scaling.operations import plan_all
     from scaling.outputs import write_outputs
+    from scaling.play import Player
+    from scaling.sweep import load_sweep
+    from spark_app.preflight import announce, check_master, claim_output
+    from spark_app.progress import SweepProgress
     from spark_app.session import environment, get_spark
-    from spark_app.staged_output import check_replaceable
 
+    check_master(master)
     sweep = load_sweep(path)
     target = Path(out) if out else Path("out") / f"scale-{sweep.name}"
-    check_replaceable(target)  # before the sweep's hours, not after
+    replacing = claim_output(target, "scale")  # before the sweep's hours, not after
     plans = plan_all(sweep, path)
+    announce(replacing)
     spark = get_spark(master or sweep.spark.master, {**RETAINED, **sweep.spark.conf})
     points = list(dict.fromkeys(p.point for p in plans))
     weights = [float(p.point.partitions) for p in plans for _ in range(sweep.repeat)]

@@ -33,6 +33,7 @@ from scaling.sweep import (
     WhatIfOp,
 )
 from spark_app.scenario import Scenario, ScenarioError, scenario_from_data
+from whatif.command import question_arguments, question_options
 
 CONTROLLER = 0
 SETUP_AT = (10_000, 20_000)
@@ -140,9 +141,33 @@ def _events(point: Point, op: Operation, interval_s: int) -> tuple[_Events, int,
             e.add(SECOND_AT, "broker_startup", brokers=rack)
             phases.append(Phase(f"{label}.recovery", SECOND_AT))
     else:
-        assert isinstance(op, WhatIfOp)  # its arguments are checked with the sweep
+        assert isinstance(op, WhatIfOp)  # its arguments' syntax is checked with the sweep
+        e.problems += _whatif_problems(point, op)
         return e, 0, [Phase(label, 0)]
     return e, TIMED_AT - 1, phases
+
+
+def _whatif_problems(point: Point, op: WhatIfOp) -> list[tuple[str, str]]:
+    """The brokers and the rack a question's arguments name, against the point's cluster (brokers
+    0..brokers-1, broker i in rack-(i mod racks)): found now, not hours into the sweep."""
+    options = question_options(question_arguments(op.question, op.args))
+    problems = []
+    brokers = getattr(options, "brokers", None) or ()
+    unknown = [b for b in brokers if not 0 <= b < point.brokers]
+    if unknown:
+        problems.append(
+            ("args", f"--brokers names {', '.join(map(str, unknown))}, not brokers 0..{point.brokers - 1} "
+             "of the point")
+        )  # fmt: skip
+    rack = getattr(options, "rack", None)
+    racks = [f"rack-{i}" for i in range(point.racks)]
+    if rack is not None and rack not in racks:
+        known = f"its racks are {', '.join(racks)}" if racks else "its brokers have no rack"
+        problems.append(("args", f"--rack {rack} is not a rack of the point; {known}"))
+    any_k = getattr(options, "any_k", None)
+    if any_k is not None and any_k > point.brokers:
+        problems.append(("args", f"--any {any_k} is more than the point's {point.brokers} brokers"))
+    return problems
 
 
 def _scenario_data(sweep: Sweep, point: Point, op: Operation | None) -> dict[str, Any]:

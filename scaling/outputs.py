@@ -43,7 +43,7 @@ def write_outputs(
 ) -> None:
     """Write the sweep's outputs to ``out``; ``details[i]`` adds to ``rows[i]`` in the JSON."""
     drawn = charts(rows)
-    with staged_output(out) as staged:
+    with staged_output(out, "scale") as staged:
         _csv(staged / "scaling.csv", rows)
         write_json(
             staged / "scaling.json",

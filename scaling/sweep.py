@@ -14,11 +14,13 @@ the sweep's points and operations make (``operations.plan_all``).
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, Strict, ValidationError, model_validator
 
+from spark_app.limits import MAX_BROKERS, MAX_PARTITIONS, MAX_SWEEP_POINTS
 from spark_app.quickstart import fit_problems
 from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
 from spark_app.scenario.events import STRICT, BrokerId, Count
@@ -63,8 +65,12 @@ class Point(BaseModel):
     """One cluster size."""
 
     model_config = STRICT
-    partitions: Count = Field(description="partitions in the cluster")
-    brokers: Count = Field(DEFAULT_BROKERS, description="brokers 0..brokers-1")
+    partitions: Annotated[int, Strict(), Field(ge=1, le=MAX_PARTITIONS)] = Field(
+        description=f"partitions in the cluster (at most {MAX_PARTITIONS:,})"
+    )
+    brokers: Annotated[int, Strict(), Field(ge=1, le=MAX_BROKERS)] = Field(
+        DEFAULT_BROKERS, description=f"brokers 0..brokers-1 (at most {MAX_BROKERS:,})"
+    )
     racks: Racks = Field(
         DEFAULT_RACKS, description="racks rack-0.. (broker i in rack-(i mod racks)); 0: none"
     )
@@ -141,6 +147,13 @@ class Axes(BaseModel):
         if self.partitions_per_topic or self.topics:
             per_topic = [("partitions_per_topic", v) for v in self.partitions_per_topic]
             per_topic += [("topics", v) for v in self.topics]
+        axes = (self.brokers, self.racks, self.replication_factor, per_topic, self.partitions)
+        count = math.prod(len(axis) for axis in axes)
+        if count > MAX_SWEEP_POINTS:  # before the product is built
+            raise ScenarioError(
+                [("axes", f"{count:,} combinations, above the {MAX_SWEEP_POINTS:,} points a "
+                  "sweep may have; list fewer values")]
+            )  # fmt: skip
         out = []
         for brokers, racks, rf, (key, value), partitions in itertools.product(
             self.brokers, self.racks, self.replication_factor, per_topic, sorted(self.partitions)

@@ -8,11 +8,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pydantic import ValidationError
 
 from spark_app import __version__
+from spark_app.messages import bounded
 
 if TYPE_CHECKING:
     from spark_app.run_checkpoint import CheckpointManifest, RunCheckpoints
@@ -22,8 +23,22 @@ EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
 EXIT_OVER_BUDGET = 1
 
 
+def _invalid(message: str) -> int:
+    """Print an input error, bounded (``spark_app.messages``); exit 2."""
+    print(f"kce: {bounded(message)}", file=sys.stderr)
+    return EXIT_INVALID
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a bounded one-line error (its usage block, often longer than three lines,
+    is left to ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INVALID, f"{bounded(f'{self.prog}: error: {message} (see --help)')}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kce",
         description="Kafka's ZooKeeper-mode controller, emulated in bulk on Spark.",
     )
@@ -109,21 +124,22 @@ def _format_validation(path: str, err: ValidationError) -> str:
 
 def _quickstart(args: argparse.Namespace) -> int:
     from spark_app import quickstart
+    from spark_app.preflight import InvalidArgumentError, check_master
     from spark_app.scenario import ScenarioError, format_problems
     from spark_app.session import get_spark
 
     path = args.config
     if not Path(path).is_file():
-        print(f"kce: no such config file: {path}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(f"no such config file: {path}")
     try:
+        check_master(args.master)
         config = quickstart.load_config(path)
+    except InvalidArgumentError as err:
+        return _invalid(str(err))
     except ValidationError as err:
-        print(f"kce: {_format_validation(path, err)}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(_format_validation(path, err))
     except ScenarioError as err:  # unreadable, or not YAML
-        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(format_problems(err.problems, err.source))
     spark = get_spark(args.master or config.spark.master, config.spark.conf)
     result = quickstart.run(spark, config)
     print(json.dumps(result, indent=2) if args.json else quickstart.render(result))
@@ -131,35 +147,48 @@ def _quickstart(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.zk.errors import ZooKeeperClientTimeoutError
-    from spark_app import runner
     from spark_app.out_names import run_out
+    from spark_app.preflight import (
+        ForeignOutputError,
+        InvalidArgumentError,
+        announce,
+        check_master,
+        check_zk_connect,
+        claim_output,
+    )
     from spark_app.run_checkpoint import CheckpointError
     from spark_app.scenario import ScenarioError, format_duration, format_problems, load_scenario
-    from spark_app.session import get_spark
-    from spark_app.staged_output import ForeignOutputError, check_replaceable
-    from spark_app.validate import ClusterModelError
 
     try:
+        check_master(args.master)
+        check_zk_connect(args.zk)
         scenario = load_scenario(args.scenario, args.overrides)
+    except InvalidArgumentError as err:
+        return _invalid(str(err))
     except ScenarioError as err:
-        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(format_problems(err.problems, err.source))
     except OSError as err:
-        print(f"kce: {args.scenario}: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(f"{args.scenario}: {err}")
     if args.driver_rows is not None:
         if args.driver_rows < 0:
-            print(f"kce: --driver-rows must be 0 or more, got {args.driver_rows}", file=sys.stderr)
-            return EXIT_INVALID
+            return _invalid(f"--driver-rows must be 0 or more, got {args.driver_rows}")
         execution = scenario.execution.model_copy(update={"driver_rows": args.driver_rows})
         scenario = scenario.model_copy(update={"execution": execution})
     out = Path(args.resume or args.out or run_out(scenario.name, args.overrides))
     try:
         checkpoints, manifest = _checkpoints(args, scenario, out)
-    except CheckpointError as err:
-        print(f"kce: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        replacing = [] if manifest is not None else [claim_output(out, "run")]
+        if checkpoints is not None and manifest is None and args.checkpoint_dir is not None:
+            # OUT/checkpoint, the default, is claimed with OUT
+            replacing.append(claim_output(checkpoints.directory, "checkpoint", "--checkpoint-dir"))
+    except (CheckpointError, ForeignOutputError) as err:
+        return _invalid(str(err))
+    # What runs the scenario is imported once every input above is known to be valid.
+    from controller.zk.errors import ZooKeeperClientTimeoutError
+    from spark_app import runner
+    from spark_app.session import get_spark
+    from spark_app.validate import ClusterModelError
+
     ensemble = None  # a resumed run's is in its checkpoint
     if manifest is not None:
         played = f"{manifest.scenario_events} of {len(scenario.timeline())} scenario events"
@@ -167,11 +196,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kce: resuming {out} at {at} virtual ({played} played)", file=sys.stderr)
     else:
         try:
-            check_replaceable(out)
             ensemble = runner.open_zookeeper(scenario, args.zk)
-        except (runner.ZooKeeperUnavailableError, ForeignOutputError) as err:
-            print(f"kce: {err}", file=sys.stderr)
-            return EXIT_INVALID
+        except runner.ZooKeeperUnavailableError as err:
+            return _invalid(str(err))
+    announce(*replacing)
     spark = get_spark(args.master or scenario.spark.master, scenario.spark.conf)
     try:
         if manifest is not None and checkpoints is not None:
@@ -179,16 +207,11 @@ def _run(args: argparse.Namespace) -> int:
         else:
             summary = runner.run(spark, scenario, out, ensemble, checkpoints)
     except ClusterModelError as err:
-        print(
-            f"kce: {args.scenario}: the starting cluster breaks the model: {err}", file=sys.stderr
-        )
-        return EXIT_INVALID
+        return _invalid(f"{args.scenario}: the starting cluster breaks the model: {err}")
     except ZooKeeperClientTimeoutError as err:
-        print(f"kce: {err}; the run stopped: start the ensemble again and rerun", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(f"{err}; the run stopped: start the ensemble again and rerun")
     except CheckpointError as err:
-        print(f"kce: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(str(err))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -238,8 +261,7 @@ def _whatif(args: argparse.Namespace) -> int:
     try:
         out, lines = run(args)
     except WhatIfInputError as err:
-        print(f"kce: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(str(err))
     print("\n".join(lines))
     # With --json, stdout is the summary alone: a script can parse it.
     where = sys.stderr if getattr(args, "json", False) else sys.stdout
@@ -249,17 +271,15 @@ def _whatif(args: argparse.Namespace) -> int:
 
 def _scale(args: argparse.Namespace) -> int:
     from scaling.command import print_result, run_sweep
+    from spark_app.preflight import ForeignOutputError, InvalidArgumentError
     from spark_app.scenario import ScenarioError, format_problems
-    from spark_app.staged_output import ForeignOutputError
 
     try:
         result = run_sweep(args.sweep, args.out, args.master)
     except ScenarioError as err:
-        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
-        return EXIT_INVALID
-    except ForeignOutputError as err:
-        print(f"kce: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid(format_problems(err.problems, err.source))
+    except (ForeignOutputError, InvalidArgumentError) as err:
+        return _invalid(str(err))
     print_result(result)
     return EXIT_OVER_BUDGET if result.exceeded else EXIT_OK
 

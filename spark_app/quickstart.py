@@ -20,6 +20,7 @@ from controller.handlers.brokers import (
     UNCLEAN_ELECTED,
     on_broker_failure,
 )
+from spark_app.limits import MAX_BROKERS, MAX_PARTITIONS
 from spark_app.scenario.cluster import generated_partitions_problem
 from spark_app.scenario.loading import read_yaml_file
 from spark_app.scenario.model import SparkSettings
@@ -34,11 +35,11 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 class GeneratedCluster(BaseModel):
     model_config = _STRICT
-    brokers: int = Field(100, ge=1, le=s.MAX_BROKERS, description="broker count; ids 0..brokers-1")
+    brokers: int = Field(100, ge=1, le=MAX_BROKERS, description="broker count; ids 0..brokers-1")
     racks: int = Field(3, ge=0, description="racks, assigned round-robin; 0 = no racks")
-    topics: int = Field(1000, ge=1, le=s.MAX_PARTITIONS, description="topic count")
+    topics: int = Field(1000, ge=1, le=MAX_PARTITIONS, description="topic count")
     partitions_per_topic: int = Field(
-        100, ge=1, le=s.MAX_PARTITIONS, description="partitions of every topic"
+        100, ge=1, le=MAX_PARTITIONS, description="partitions of every topic"
     )
     replication_factor: int = Field(3, ge=1, le=s.MAX_WIDTH, description="replicas per partition")
 

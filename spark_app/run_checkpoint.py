@@ -58,6 +58,7 @@ import spark_app
 import statemachines
 from controller.commit.checkpoint import local_checkpoint
 from spark_app import __version__
+from spark_app.output_guard import OUTPUT_MARKER, write_marker
 from spark_app.scenario import Scenario
 
 FORMAT_VERSION = 1
@@ -263,6 +264,7 @@ class RunCheckpoints:
         state_dir = self.directory / name
         _remove(state_dir)  # a half-written one, from a process killed while writing it
         (state_dir / FRAMES).mkdir(parents=True)
+        write_marker(self.directory, "checkpoint")  # what a later --checkpoint-dir may replace
         with (state_dir / STATE).open("wb") as f:
             saver = _Saver(f, state_dir / FRAMES, externals)
             saver.dump(run)
@@ -298,7 +300,11 @@ class RunCheckpoints:
     def remove(self) -> None:
         """Remove the checkpoint: of an earlier run, or of this one once it completed. Only
         what checkpoints write goes (the directory may be one the user named)."""
-        for path in (self.directory / MANIFEST, self.directory / f"{MANIFEST}.new"):
+        for path in (
+            self.directory / MANIFEST,
+            self.directory / f"{MANIFEST}.new",
+            self.directory / OUTPUT_MARKER,
+        ):
             path.unlink(missing_ok=True)
         for state_dir in self.directory.glob("events-*"):
             _remove(state_dir)

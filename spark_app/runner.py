@@ -136,7 +136,7 @@ def run(
             # staging directory that replaces ``out`` only when the run has finished (a failed,
             # interrupted or killed run leaves the previous ``out`` as it was; checkpoints live
             # apart).
-            with staged_output(out) as staged:
+            with staged_output(out, "run") as staged:
                 progress.step("bootstrap", "bootstrapping the cluster into ZooKeeper")
                 playback = _start(spark, scenario, staged, ensemble, starting, rows, progress)
                 return _finish(playback, scenario, staged, started, checkpoints)
@@ -155,7 +155,7 @@ def resume(
     checked it) to its end, into ``out``: the outputs of a run never interrupted (wall times
     aside), checkpointed on at ``checkpoints.every``."""
     started = time.perf_counter()
-    with staged_output(out) as staged, Progress(scenario.until) as progress:
+    with staged_output(out, "run") as staged, Progress(scenario.until) as progress:
         writer = StateChangeLog(staged, _text_log(scenario))
         externals = _externals(spark, progress, writer)
         playback = load(checkpoints.directory, manifest, spark, externals, _outputs(writer))

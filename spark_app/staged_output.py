@@ -10,6 +10,8 @@ leaves a half-written ``DIR``:
   renames leaves no ``DIR`` rather than a mixed one;
 * on any exception, ``KeyboardInterrupt`` included, the staged directory is deleted and an existing
   ``DIR`` is left exactly as it was;
+* the staged directory holds ``.kce-output.json`` (``output_guard``): only a directory marked so
+  by the same command (or empty, or absent) is ever replaced;
 * a killed process leaves at most a stale ``.DIR.tmp-<pid>-<random>`` beside ``DIR``; the next
   successful run for the same ``DIR`` deletes those whose process is gone (the pid in the name keeps a
   concurrent run's staging directory safe).
@@ -32,33 +34,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# What marks a directory as an earlier output: every command writes one of these, and a run
-# killed after a checkpoint leaves its manifest.
-MARKERS = ("summary.json", "scaling.json", "checkpoint/manifest.json")
+from spark_app.output_guard import Kind, claim, write_marker
+
 _TMP = ".tmp-"
 _OLD = ".old"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
-class ForeignOutputError(ValueError):
-    """``--out`` names a directory that is not an earlier output: replacing it would delete files
-    that kce did not write (``--out .`` or ``--out ~``)."""
-
-
 @contextmanager
-def staged_output(out: Path) -> Iterator[Path]:
-    """Yield an empty staging directory that replaces ``out`` when the block finishes normally.
+def staged_output(out: Path, kind: Kind) -> Iterator[Path]:
+    """Yield a staging directory, marked as ``kind``'s output, that replaces ``out`` when the
+    block finishes normally.
 
-    ``ForeignOutputError`` when ``out`` is a directory holding files but no ``summary.json``
-    (every kce command writes one): it is left alone.
+    ``ForeignOutputError`` when ``out`` is not an earlier output of ``kind``
+    (``output_guard.claim``): it is left alone.
     """
     # The absolute path: "." has no name to stage beside.
     out = Path(os.path.abspath(out))
-    check_replaceable(out)
+    claim(out, kind)
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = _make_staging_dir(out)
     try:
+        write_marker(staged, kind)
         yield staged
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -69,21 +67,6 @@ def staged_output(out: Path) -> Iterator[Path]:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     _remove_stale(out)
-
-
-def check_replaceable(out: Path) -> None:
-    """``ForeignOutputError`` unless ``out`` is absent, a file, empty or an earlier output."""
-    out = Path(os.path.abspath(out))
-    if (
-        out.is_dir()
-        and not out.is_symlink()
-        and not any((out / m).exists() for m in MARKERS)
-        and any(out.iterdir())
-    ):
-        raise ForeignOutputError(
-            f"--out {out}: holds files but no {', '.join(MARKERS[:-1])} or {MARKERS[-1]}, so it is not an earlier output and is "
-            "not replaced — name a new directory"
-        )
 
 
 def write_json(path: Path, obj: Any) -> None:

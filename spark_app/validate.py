@@ -28,13 +28,15 @@ class ClusterModelError(ValueError):
     def __init__(self, counts: dict[str, int], examples: list[tuple[str, int, list[str]]]) -> None:
         self.counts = counts
         self.examples = examples
-        lines = [f"{sum(counts.values())} problem(s) in the partitions table:"]
-        lines += [
-            f"  {kind}: {n} partition(s) — {FIXES[kind]}" for kind, n in sorted(counts.items())
-        ]
-        lines.append(f"first {len(examples)} offending partition(s):")
-        lines += [f"  {t}-{p}: {', '.join(kinds)}" for t, p, kinds in examples]
-        super().__init__("\n".join(lines))
+        # Two lines, whatever the table: the kinds with their fixes, then the first partitions.
+        kinds = "; ".join(
+            f"{kind}: {n} partition(s) — {FIXES[kind]}" for kind, n in sorted(counts.items())
+        )
+        shown = "; ".join(f"{t}-{p}: {', '.join(k)}" for t, p, k in examples)
+        super().__init__(
+            f"{sum(counts.values())} problem(s) in the partitions table: {kinds}\n"
+            f"first {len(examples)} offending partition(s): {shown}"
+        )
 
 
 Example = tuple[str, int, list[str]]

@@ -46,11 +46,6 @@ INITIAL_ZK_VERSION = 0
 # offsets, sizes in bytes and times in ms are Long. An input beyond them is not a Kafka value.
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
-# Bounds on what an input may ask for, far above any Kafka cluster (and ten times the largest
-# table the emulator is measured on, 1e7 partitions): an absurd count is refused at once rather
-# than exhausting memory or running for days.
-MAX_BROKERS = 100_000
-MAX_PARTITIONS = 100_000_000
 
 _BROKER_LIST = ArrayType(IntegerType(), containsNull=False)
 

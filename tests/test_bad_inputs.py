@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pyspark.sql import SparkSession
 
 from spark_app.cli import EXIT_INVALID, main
+from spark_app.limits import MAX_LINE_CHARS, MAX_MESSAGE_LINES
+from spark_app.output_guard import KINDS, write_marker
 from tests.zk_server import ZooKeeperServer
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -110,10 +112,12 @@ def test_bad_input_ends_in_one_clear_message_and_writes_nothing(
 ) -> None:
     out = tmp_path / "out"
     before = None
-    if index % 2:
+    if index % 2:  # an earlier output of the same command (quickstart writes none)
         (out / "tables").mkdir(parents=True)
         (out / "summary.json").write_text('{"previous": "run"}\n', encoding="utf-8")
         (out / "tables" / "part-0.parquet").write_bytes(b"previous table")
+        if item.command[0] in KINDS:
+            write_marker(out, item.command[0])
         before = _tree(out)
     values = {"{bad}": str(BAD), "{out}": str(out), "{tmp}": str(tmp_path)}
     if item.znodes is not None:
@@ -139,6 +143,9 @@ def test_bad_input_ends_in_one_clear_message_and_writes_nothing(
     assert "Traceback" not in err, err
     messages = [line for line in err.splitlines() if MESSAGE.match(line)]
     assert len(messages) == 1, err
+    # Bounded however large the input (spark_app.messages): three lines of a few hundred characters.
+    assert len(err.splitlines()) <= MAX_MESSAGE_LINES, err
+    assert max(len(line) for line in err.splitlines()) <= MAX_LINE_CHARS + len("kce: "), err
     assert filled(item.where) in err, err
     assert filled(item.error) in err, err
     if before is None:

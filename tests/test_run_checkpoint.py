@@ -27,6 +27,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from controller.zk.memory import InMemoryZooKeeper
 from spark_app.cli import EXIT_INVALID, main
+from spark_app.output_guard import OUTPUT_MARKER
 from spark_app.run_checkpoint import RunCheckpoints, load, read_manifest
 from spark_app.scenario import load_scenario
 
@@ -189,6 +190,7 @@ def test_a_saved_zookeeper_keeps_its_tree_sessions_and_watches(tmp_path: Path) -
     checkpoints.save((store, client, fired), {}, {}, (1, 0, 0))
     checkpoints.save((store, client, fired), {}, {}, (2, 0, 0))
     assert sorted(p.name for p in checkpoints.directory.iterdir()) == [
+        OUTPUT_MARKER,  # what a later --checkpoint-dir may replace (output_guard)
         "events-000002",
         "manifest.json",
     ]

@@ -68,6 +68,11 @@ def test_a_run_that_cannot_write_its_outputs_leaves_the_previous_out(
     assert _staging(previous) == []
 
     assert main(["run", str(SCENARIO), "--out", str(previous)]) == EXIT_OK
+    # An earlier output of kce run (here one written before the marker) is replaced, and said so.
+    announced = [line for line in capsys.readouterr().err.splitlines() if "replacing" in line]
+    assert announced == [
+        f"kce: --out {previous}: replacing the earlier kce run output there when this one is written"
+    ]
     summary = json.loads((previous / "summary.json").read_text(encoding="utf-8"))
     assert summary["name"] == "bad" and summary["events_processed"] > 0
     assert "events.jsonl" in _tree(previous) and "report.html" in _tree(previous)

@@ -23,6 +23,7 @@ from scaling.results import AXES, COLUMNS
 from scaling.sweep import load_sweep
 from spark_app import runner
 from spark_app.cli import main
+from spark_app.scenario import ScenarioError, format_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "sweeps" / "smoke.yaml"
@@ -220,8 +221,11 @@ def test_bad_sweep_exits_2_naming_the_field(
     assert main(["scale", str(sweep), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kce: {sweep}: ") and "Traceback" not in err
+    assert expected[0] in err and len(err.splitlines()) <= 3  # bounded: the first ones shown
+    with pytest.raises(ScenarioError) as found:  # ... and every problem found at once
+        plan_all(load_sweep(sweep), str(sweep))
     for part in expected:
-        assert part in err
+        assert part in format_problems(found.value.problems)
     assert not (tmp_path / "out").exists()
 
 

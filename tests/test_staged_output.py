@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from spark_app.staged_output import ForeignOutputError, staged_output, write_json
+from spark_app.output_guard import OUTPUT_MARKER, ForeignOutputError, write_marker
+from spark_app.staged_output import staged_output, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
+    """The files under ``root`` but its marker (``test_output_guard`` checks that)."""
     return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != OUTPUT_MARKER
     }
 
 
@@ -34,23 +38,25 @@ def old_out(tmp_path: Path) -> Path:
     (out / "tables").mkdir(parents=True)
     (out / "summary.json").write_text('{"question": "old"}\n', encoding="utf-8")
     (out / "tables" / "part-0.parquet").write_bytes(b"old table")
+    write_marker(out, "whatif")
     return out
 
 
 def test_success_creates_out_with_the_staged_files(tmp_path: Path) -> None:
     out = tmp_path / "nested" / "plan"
-    with staged_output(out) as staged:
+    with staged_output(out, "whatif") as staged:
         assert staged.parent == out.parent
         assert staged.name.startswith(".plan.tmp-")
-        assert list(staged.iterdir()) == []
+        assert [p.name for p in staged.iterdir()] == [OUTPUT_MARKER]
         assert not out.exists()
         write_json(staged / "summary.json", {"question": "fail"})
     assert _tree(out) == {"summary.json": b'{\n  "question": "fail"\n}\n'}
+    assert json.loads((out / OUTPUT_MARKER).read_text(encoding="utf-8"))["kind"] == "whatif"
     assert _leftovers(out) == []
 
 
 def test_success_replaces_an_existing_out_completely(old_out: Path) -> None:
-    with staged_output(old_out) as staged:
+    with staged_output(old_out, "whatif") as staged:
         (staged / "report.html").write_text("<p>new</p>", encoding="utf-8")
         assert _tree(old_out)["summary.json"] == b'{"question": "old"}\n'
     assert _tree(old_out) == {"report.html": b"<p>new</p>"}
@@ -61,7 +67,7 @@ def test_the_staged_directory_gets_ordinary_permissions(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     umask = os.umask(0o022)
     try:
-        with staged_output(out):
+        with staged_output(out, "whatif"):
             pass
     finally:
         os.umask(umask)
@@ -70,7 +76,7 @@ def test_the_staged_directory_gets_ordinary_permissions(tmp_path: Path) -> None:
 
 def test_exception_removes_the_staging_dir_and_creates_no_out(tmp_path: Path) -> None:
     out = tmp_path / "plan"
-    with pytest.raises(ValueError, match="no such broker"), staged_output(out) as staged:
+    with pytest.raises(ValueError, match="no such broker"), staged_output(out, "whatif") as staged:
         (staged / "summary.json").write_text("{}", encoding="utf-8")
         raise ValueError("no such broker")
     assert not out.exists()
@@ -80,7 +86,7 @@ def test_exception_removes_the_staging_dir_and_creates_no_out(tmp_path: Path) ->
 @pytest.mark.parametrize("error", [RuntimeError("question failed"), KeyboardInterrupt()])
 def test_failure_keeps_an_existing_out_as_it_was(old_out: Path, error: BaseException) -> None:
     before = _tree(old_out)
-    with pytest.raises(type(error)), staged_output(old_out) as staged:
+    with pytest.raises(type(error)), staged_output(old_out, "whatif") as staged:
         (staged / "summary.json").write_text('{"question": "new"}', encoding="utf-8")
         raise error
     assert _tree(old_out) == before
@@ -91,26 +97,27 @@ def test_a_directory_that_is_not_an_earlier_output_is_never_replaced(tmp_path: P
     home = tmp_path / "home"
     home.mkdir()
     (home / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(ForeignOutputError, match=r"no summary\.json"), staged_output(home):
+    with (
+        pytest.raises(ForeignOutputError, match=r"no \.kce-output\.json"),
+        staged_output(home, "whatif"),
+    ):
         pytest.fail("no staging directory for a directory of someone else's files")
     assert _tree(home) == {"notes.txt": b"mine"}
     assert _leftovers(home) == []
     empty = tmp_path / "empty"
     empty.mkdir()
-    with staged_output(empty) as staged:  # an empty directory holds nothing to lose
+    with staged_output(empty, "whatif") as staged:  # an empty directory holds nothing to lose
         write_json(staged / "summary.json", {"question": "fail"})
     assert list(_tree(empty)) == ["summary.json"]
 
 
-def test_an_existing_file_at_out_is_replaced_only_on_success(tmp_path: Path) -> None:
+def test_an_existing_file_at_out_is_never_replaced(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     out.write_text("not a directory", encoding="utf-8")
-    with pytest.raises(KeyboardInterrupt), staged_output(out):
-        raise KeyboardInterrupt
+    with pytest.raises(ForeignOutputError, match="an existing file"), staged_output(out, "whatif"):
+        pytest.fail("no staging directory for a file")
     assert out.read_text(encoding="utf-8") == "not a directory"
-    with staged_output(out) as staged:
-        (staged / "a").write_text("b", encoding="utf-8")
-    assert _tree(out) == {"a": b"b"}
+    assert _leftovers(out) == []
 
 
 _KILLED_WRITER = textwrap.dedent(
@@ -119,7 +126,7 @@ _KILLED_WRITER = textwrap.dedent(
     from pathlib import Path
     from spark_app.staged_output import staged_output, write_json
 
-    with staged_output(Path(sys.argv[1])) as staged:
+    with staged_output(Path(sys.argv[1]), "whatif") as staged:
         write_json(staged / "summary.json", {"question": "new"})
         with open(staged / "big.parquet", "wb") as half:
             half.write(b"x" * 65536)
@@ -159,7 +166,7 @@ def test_a_killed_writer_leaves_the_old_out_and_the_next_run_cleans_up(old_out: 
     assert len(stale) == 1 and stale[0].startswith(f".plan.tmp-{writer.pid}-")
     assert (old_out.parent / stale[0] / "big.parquet").stat().st_size == 65536
 
-    with staged_output(old_out) as staged:
+    with staged_output(old_out, "whatif") as staged:
         write_json(staged / "summary.json", {"question": "again"})
     assert json.loads((old_out / "summary.json").read_text(encoding="utf-8")) == {
         "question": "again"
@@ -173,10 +180,10 @@ def test_a_failed_run_leaves_stale_dirs_for_a_later_successful_run(tmp_path: Pat
     other = tmp_path / ".planB.tmp-999999999-deadbeef"  # another DIR's
     for d in (stale, other):
         d.mkdir()
-    with pytest.raises(OSError), staged_output(out):
+    with pytest.raises(OSError), staged_output(out, "whatif"):
         raise OSError("disk full")
     assert stale.exists()
-    with staged_output(out):
+    with staged_output(out, "whatif"):
         pass
     assert not stale.exists()
     assert other.exists()

@@ -57,7 +57,7 @@ def election_json(partitions: list[tuple[str, int]]) -> dict[str, Any]:
 def write_answer(out: Path, answer: Answer, source: str) -> None:
     """Write ``answer`` under ``out``, replacing an earlier output only when all of it is
     written."""
-    with staged_output(out) as staged:
+    with staged_output(out, "whatif") as staged:
         write_json(staged / "summary.json", answer.summary)
         for name, frame in answer.tables.items():
             frame.write.parquet(str(staged / f"{name}.parquet"))

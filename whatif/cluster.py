@@ -24,11 +24,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from statemachines import schemas as s
 from statemachines.partition_states import PartitionState
-
-
-class WhatIfInputError(ValueError):
-    """A snapshot input that cannot be read: the message says where and how to fix it."""
-
+from whatif.errors import WhatIfInputError
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"

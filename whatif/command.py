@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from statemachines import schemas as s
-from whatif.cluster import WhatIfInputError
+from spark_app.limits import MAX_BROKERS, MAX_SAMPLES
+from whatif.errors import WhatIfInputError
 from whatif.new_brokers import parse_new_brokers
 from whatif.options import (
     AuditOptions,
@@ -28,9 +28,6 @@ from whatif.options import (
     RollOptions,
     ScaleOutOptions,
 )
-
-# Each sampled set is evaluated against every partition in one Spark job.
-MAX_SAMPLES = 1_000_000
 
 # Question → (module, function, help).
 QUESTIONS: dict[str, tuple[str, str, str]] = {
@@ -149,7 +146,7 @@ def add_parser(sub: Any) -> Any:
                 "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
             )
         elif name == "scale-out":
-            q.add_argument("--add", type=_at_most(s.MAX_BROKERS), required=True, help="new brokers")
+            q.add_argument("--add", type=_at_most(MAX_BROKERS), required=True, help="new brokers")
             q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
         elif name == "audit":
             q.add_argument("plan", help="a Kafka reassignment JSON file")
@@ -307,28 +304,14 @@ def default_out(args: argparse.Namespace) -> Path:
 def run(args: argparse.Namespace) -> tuple[Path, list[str]]:
     """Answer the question of ``args`` and write its outputs; (out, the summary lines)."""
     from spark_app.session import get_spark
-    from spark_app.staged_output import ForeignOutputError, check_replaceable
     from whatif.answer import write_answer
-    from whatif.sources import load_cluster
+    from whatif.preflight import check_arguments
 
     options = question_options(args)
     out = Path(args.out) if args.out else default_out(args)
-    try:
-        check_replaceable(out)
-    except ForeignOutputError as err:
-        raise WhatIfInputError(str(err)) from None
+    snapshot = check_arguments(args, options, out, _zk_options(args))
     spark = get_spark(args.master)
-    cluster = load_cluster(
-        spark,
-        describe=args.describe,
-        zk=args.zk,
-        run=args.run,
-        scenario=args.scenario,
-        rack_map=args.rack_map,
-        sizes=args.sizes,
-        config=args.config,
-        zk_options=_zk_options(args),
-    )
+    cluster = snapshot.build(spark)
     answer = question_function(args.question)(spark, cluster, options)
     write_answer(out, answer, cluster.source)
     if args.json:

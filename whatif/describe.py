@@ -27,6 +27,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from spark_app.limits import MAX_PARTITIONS
 from statemachines import schemas as s
 from whatif.cluster import (
     OFFLINE,
@@ -39,6 +40,7 @@ from whatif.cluster import (
     replica_problem,
     topic_configs,
 )
+from whatif.lines import bounded_lines
 
 _INFORMATIONAL = ("Offline", "MarkedForDeletion", "Elr", "LastKnownElr", "TopicId")
 _KEYS = (
@@ -129,7 +131,7 @@ def _configs(value: str) -> dict[str, str]:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with path.open(encoding="utf-8") as f:
-            yield from enumerate(f, start=1)
+            yield from enumerate(bounded_lines(f, str(path)), start=1)
     except FileNotFoundError:
         raise WhatIfInputError(f"{path}: no such file — check the --describe path") from None
     except UnicodeDecodeError as exc:
@@ -161,7 +163,7 @@ def _header(
             f"{where}: topic {topic} is described twice (first on line "
             f"{counts[topic][1]}) — keep one describe output per topic"
         )
-    count = _int(fields["PartitionCount"], "PartitionCount", where, s.MAX_PARTITIONS)
+    count = _int(fields["PartitionCount"], "PartitionCount", where, MAX_PARTITIONS)
     counts[topic] = (count, number)
     if "ReplicationFactor" in fields:
         _int(fields["ReplicationFactor"], "ReplicationFactor", where)

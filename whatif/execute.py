@@ -39,7 +39,7 @@ from whatif.execute_throttles import throttle_writes
 from whatif.execute_waves import Caps, Move, PartitionKey, WavePlanner
 from whatif.new_brokers import with_new_brokers
 from whatif.options import ExecuteOptions
-from whatif.plan_check import ERROR, ReassignmentPlan, check_plan, parse_plan
+from whatif.plan_check import ReassignmentPlan, check_plan, parse_plan, refused_error
 
 DEFAULT_PARTITION_BYTES = 1 << 30  # a partition the --sizes file does not list: 1 GiB
 MAX_VIRTUAL_MS = 30 * 24 * 3600 * 1000  # a plan still running after 30 virtual days is stuck
@@ -59,14 +59,9 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         if p.topic in assignments and 0 <= p.partition < len(assignments[p.topic])
     }
     problems = check_plan(plan, current, cluster.brokers, cluster.racks)
-    refused = [p for p in problems if p.severity == ERROR and p.refused_by_kafka]
-    if refused:
-        listed = "\n".join(f"  {p.line()}" for p in refused[:5])
-        more = f"\n  … and {len(refused) - 5} more" if len(refused) > 5 else ""
-        raise WhatIfInputError(
-            f"{options.plan}: Kafka refuses this plan ({len(refused)} error(s)):\n{listed}{more}\n"
-            + _fix(plan, cluster)
-        )
+    error = refused_error(options.plan, problems, plan, cluster.brokers)
+    if error is not None:
+        raise error
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
     scenario = execution_scenario(
@@ -80,19 +75,6 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
     return _answer(
         spark, options, plan, moves, result, problems, defaulted, options.fetch_mb_per_s, caps
     )
-
-
-def _fix(plan: ReassignmentPlan, cluster: WhatIfCluster) -> str:
-    """The refusal's last line: how to go on."""
-    live = set(cluster.brokers)
-    new = sorted({b for p in plan.partitions for b in p.replicas if b >= 0 and b not in live})
-    if new:  # a scale-out's plan, say: its brokers start before it runs
-        ids = ",".join(map(str, new))
-        return (
-            f"brokers {ids} are not in the snapshot: if the plan adds them, declare them with "
-            f"--new-brokers {ids} (ID:RACK with racks) or the scale-out's output directory"
-        )
-    return "fix the plan (kce whatif audit lists every problem)"
 
 
 # -- inputs --------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ queued for deletion (leader -2) are left alone, as Kafka leaves them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,19 +80,27 @@ BROKERS_SCHEMA = StructType(
 
 def failed_brokers(cluster: WhatIfCluster, options: FailOptions) -> tuple[int, ...]:
     """The brokers ``--brokers`` or ``--rack`` names, checked against the live brokers."""
-    live = set(cluster.brokers)
-    listed = ",".join(map(str, cluster.brokers))
+    return named_brokers(cluster.brokers, cluster.racks, cluster.source, options)
+
+
+def named_brokers(
+    brokers: Sequence[int], racks: Mapping[int, str | None], source: str, options: FailOptions
+) -> tuple[int, ...]:
+    """``failed_brokers`` of a snapshot's live ``brokers``, their ``racks`` and its ``source``
+    name: needs no Spark, so ``whatif.preflight`` checks it before Spark starts."""
+    live = set(brokers)
+    listed = ",".join(map(str, brokers))
     if options.rack is not None:
-        chosen = tuple(b for b in cluster.brokers if cluster.racks.get(b) == options.rack)
+        chosen = tuple(b for b in brokers if racks.get(b) == options.rack)
         if not chosen:
-            racks = sorted({r for b, r in cluster.racks.items() if r is not None and b in live})
+            names = sorted({r for b, r in racks.items() if r is not None and b in live})
             known = (
-                f"its racks are {', '.join(racks)}"
-                if racks
+                f"its racks are {', '.join(names)}"
+                if names
                 else "no broker has a rack — give --rack-map FILE (CSV id,rack)"
             )
             raise WhatIfInputError(
-                f"--rack {options.rack}: no live broker of {cluster.source or 'the cluster'} is "
+                f"--rack {options.rack}: no live broker of {source or 'the cluster'} is "
                 f"in that rack; {known}"
             )
         return chosen
@@ -103,7 +111,7 @@ def failed_brokers(cluster: WhatIfCluster, options: FailOptions) -> tuple[int, .
         raise WhatIfInputError(
             f"--brokers {','.join(map(str, options.brokers))}: broker "
             f"{','.join(map(str, unknown))} is not a live broker of "
-            f"{cluster.source or 'the cluster'} (live: {listed}) — name live broker ids"
+            f"{source or 'the cluster'} (live: {listed}) — name live broker ids"
         )
     return tuple(sorted(set(options.brokers)))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, SparkSession
@@ -42,16 +42,21 @@ SETS_SCHEMA = StructType(
 WORST_SETS = 10
 
 
-def failure_sets(
-    brokers: tuple[int, ...], k: int, samples: int, seed: int
-) -> tuple[list[tuple[int, ...]], bool]:
-    """Every K-subset of ``brokers`` when there are at most ``samples`` of them (True), else
-    ``samples`` distinct random ones drawn with ``seed`` (False), in a deterministic order."""
+def check_any(brokers: Sequence[int], k: int) -> None:
+    """``--any K`` names 1 to all of the live ``brokers`` (no Spark: ``whatif.preflight``)."""
     if not 1 <= k <= len(brokers):
         raise WhatIfInputError(
             f"--any {k}: the cluster has {len(brokers)} live brokers — give K between 1 and "
             f"{len(brokers)}"
         )
+
+
+def failure_sets(
+    brokers: tuple[int, ...], k: int, samples: int, seed: int
+) -> tuple[list[tuple[int, ...]], bool]:
+    """Every K-subset of ``brokers`` when there are at most ``samples`` of them (True), else
+    ``samples`` distinct random ones drawn with ``seed`` (False), in a deterministic order."""
+    check_any(brokers, k)
     ordered = tuple(sorted(brokers))
     if math.comb(len(ordered), k) <= samples:
         return list(itertools.combinations(ordered, k)), True

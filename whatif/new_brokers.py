@@ -18,10 +18,13 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statemachines.schemas import INT_MAX
-from whatif.cluster import WhatIfCluster, WhatIfInputError
+from whatif.errors import WhatIfInputError
+
+if TYPE_CHECKING:  # the command line reads --new-brokers before Spark is imported
+    from whatif.cluster import WhatIfCluster
 
 EXAMPLE = "--new-brokers 31:a,32:b (or a scale-out's summary.json)"
 

@@ -37,6 +37,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from spark_app.limits import MAX_PLAN_BYTES
 from statemachines.schemas import INT_MAX
 from whatif.cluster import WhatIfInputError
 
@@ -49,7 +50,6 @@ PartitionKey = tuple[str, int]
 # Kafka's tool reads partition ids and broker ids as Java Ints: a larger number is no plan.
 KafkaInt = Annotated[StrictInt, Field(ge=-INT_MAX - 1, le=INT_MAX)]
 # About a million partitions; json and the models hold some 8 times a plan's size in memory.
-MAX_PLAN_BYTES = 64 << 20
 
 
 class PlanPartition(BaseModel):
@@ -146,6 +146,37 @@ def plan_from_json(data: Any, where: str) -> ReassignmentPlan:
             f"{where}: {problems} — fix the plan (Kafka's reassignment JSON: "
             '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]})'
         ) from None
+
+
+def refused_error(
+    path: str | Path,
+    problems: Sequence[Problem],
+    plan: ReassignmentPlan,
+    brokers: Iterable[int],
+) -> WhatIfInputError | None:
+    """The input error of a plan Kafka refuses (``check_plan``'s refusing problems), or None: the
+    first refusal as the audit words it, how many more, and how to go on, in three lines."""
+    refused = [p for p in problems if p.severity == ERROR and p.refused_by_kafka]
+    if not refused:
+        return None
+    more = f"  … and {len(refused) - 1} more" if len(refused) > 1 else "  (1 error)"
+    return WhatIfInputError(
+        f"{path}: Kafka refuses this plan: {refused[0].line()}\n"
+        f"{more} (kce whatif audit lists every problem)\n{_fix(plan, brokers)}"
+    )
+
+
+def _fix(plan: ReassignmentPlan, brokers: Iterable[int]) -> str:
+    """The refusal's last line: how to go on."""
+    live = set(brokers)
+    new = sorted({b for p in plan.partitions for b in p.replicas if b >= 0 and b not in live})
+    if new:  # a scale-out's plan, say: its brokers start before it runs
+        ids = ",".join(map(str, new))
+        return (
+            f"brokers {ids} are not in the snapshot: if the plan adds them, declare them with "
+            f"--new-brokers {ids} (ID:RACK with racks) or the scale-out's output directory"
+        )
+    return "fix the plan"
 
 
 def _given(err: Mapping[str, Any]) -> str:

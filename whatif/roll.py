@@ -61,9 +61,11 @@ _I = IntegerType()
 # -- the answer ----------------------------------------------------------------------------------
 
 
-def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) -> Answer:
-    """Batches, their min-ISR impact and leader moves, the largest safe batch size."""
-    brokers = list(cluster.brokers)
+def check_batches(
+    brokers: Sequence[int], racks: Mapping[int, str | None], options: RollOptions
+) -> list[list[int]] | None:
+    """``--batch`` against the live ``brokers`` (no Spark: ``whatif.preflight`` runs it first);
+    the rack batches of ``--batch rack`` (a cluster without racks is an input error)."""
     if not brokers:
         raise WhatIfInputError("roll: the snapshot has no live brokers to restart")
     size = options.batch
@@ -75,8 +77,14 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) ->
                 f"--batch {size} is more than the {len(brokers)} live brokers — "
                 f"use at most --batch {len(brokers)}"
             )
-    # Before any Spark job: a cluster without racks is an input error.
-    by_rack = rack_batches(brokers, cluster.racks) if options.by_rack else None
+    return rack_batches(brokers, racks) if options.by_rack else None
+
+
+def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) -> Answer:
+    """Batches, their min-ISR impact and leader moves, the largest safe batch size."""
+    brokers = list(cluster.brokers)
+    size = options.batch
+    by_rack = check_batches(brokers, cluster.racks, options)
     form = partition_form(spark, cluster)
     pairs, always_unsafe = conflict_pairs(form)
     largest = max_safe_batch(brokers, pairs)

@@ -16,15 +16,12 @@ A scenario's own ``config:`` sits between Kafka's defaults and ``config``.
 from __future__ import annotations
 
 import csv
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from spark_app.cluster_builder import initial_partitions
 from spark_app.scenario import Scenario, ScenarioError, format_problems, load_scenario
@@ -37,13 +34,18 @@ from whatif.cluster import (
     WhatIfInputError,
     broker_defaults,
     columns_frame,
+    partitions_frame,
     topic_configs,
 )
-from whatif.describe import load_describe
-from whatif.zookeeper import ZkOptions, read_zk
+from whatif.describe import describe_configs, load_describe, parse_describe
+from whatif.lines import bounded_lines
+from whatif.run_source import check_run, load_run
+from whatif.snapshot_checks import Known, check_rack_map, check_sizes
+from whatif.zookeeper import ZkOptions, read_zk, read_zk_columns
 
 __all__ = [
     "BrokerDefaults",
+    "ClusterInput",
     "TopicConfigs",
     "WhatIfCluster",
     "WhatIfInputError",
@@ -54,11 +56,10 @@ __all__ = [
     "load_run",
     "load_scenario_cluster",
     "load_sizes",
+    "read_cluster",
+    "read_sizes",
     "read_zk",
 ]
-
-_SPARK_ERRORS = (PySparkException, Py4JJavaError)
-
 
 # -- CSV side files ------------------------------------------------------------------------------
 
@@ -69,7 +70,7 @@ def _csv_rows(path: Path, header: tuple[str, ...], option: str) -> Iterator[tupl
     try:
         # utf-8-sig: spreadsheets save CSV with a byte-order mark.
         with path.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f)
+            reader = csv.reader(bounded_lines(f, str(path)))
             first = next(reader, None)
             if first is None or [c.strip() for c in first] != list(header):
                 got = "an empty file" if first is None else repr(",".join(first))
@@ -129,8 +130,14 @@ def load_rack_map(path: str | Path) -> dict[int, str | None]:
 
 def load_sizes(spark: SparkSession, path: str | Path) -> DataFrame:
     """``--sizes``: (topic, partition, bytes) per partition, from CSV ``topic,partition,bytes``."""
+    return columns_frame(spark, read_sizes(path), SIZES_SCHEMA)
+
+
+def read_sizes(path: str | Path) -> dict[str, list[Any]]:
+    """``load_sizes`` before Spark: the validated rows as column lists."""
     path = Path(path)
-    cols: dict[str, list[Any]] = {s.TOPIC: [], s.PARTITION: [], "bytes": []}
+    # "line" is not a column of the frame: it names a row in messages (``snapshot_checks``).
+    cols: dict[str, list[Any]] = {s.TOPIC: [], s.PARTITION: [], "bytes": [], "line": []}
     seen: dict[tuple[str, int], int] = {}
     for number, (topic, partition_text, bytes_text) in _csv_rows(
         path, ("topic", "partition", "bytes"), "--sizes"
@@ -149,71 +156,8 @@ def load_sizes(spark: SparkSession, path: str | Path) -> DataFrame:
         cols[s.TOPIC].append(topic)
         cols[s.PARTITION].append(partition)
         cols["bytes"].append(size)
-    return columns_frame(spark, cols, SIZES_SCHEMA)
-
-
-# -- kce run output ------------------------------------------------------------------------------
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WhatIfInputError(
-            f"{path}: not readable JSON ({exc}) — rerun kce run or remove the file"
-        ) from None
-
-
-def load_run(
-    spark: SparkSession, directory: str | Path, defaults: BrokerDefaults | None = None
-) -> WhatIfCluster:
-    """``--run DIR``: the final partitions table of a ``kce run`` and its live brokers."""
-    directory = Path(directory)
-    defaults = defaults or BrokerDefaults()
-    table = directory / "partitions.parquet"
-    if not directory.is_dir():
-        raise WhatIfInputError(f"{directory}: no such directory — pass a kce run output directory")
-    if not table.exists():
-        raise WhatIfInputError(
-            f"{table}: missing — the run wrote no final table (it ends with no active "
-            "controller); pass the output directory of a run that finished with one"
-        )
-    try:
-        frame = spark.read.schema(s.PARTITIONS_SCHEMA).parquet(str(table))
-        problems = s.schema_problems(spark.read.parquet(str(table)).schema, s.PARTITIONS_SCHEMA)
-        if problems:
-            raise WhatIfInputError(
-                f"{table}: not a partitions table ({'; '.join(problems)}) — pass the "
-                "partitions.parquet a kce run wrote"
-            )
-        frame = frame.select(*s.PARTITIONS_SCHEMA.fieldNames())
-        # Reading the topics reads every file, so a corrupt one fails here and not mid-question.
-        topics = sorted(r[0] for r in frame.select(s.TOPIC).distinct().collect())
-        final = directory / "final_state.json"
-        if final.exists():
-            state = _json(final)
-            brokers_json = state.get("brokers") if isinstance(state, dict) else None
-            live = brokers_json.get("live") if isinstance(brokers_json, dict) else None
-            if not isinstance(live, list) or not all(
-                type(b) is int and 0 <= b <= s.INT_MAX for b in live
-            ):
-                raise WhatIfInputError(
-                    f"{final}: brokers.live is not a list of broker ids — rerun kce run or "
-                    "remove the file"
-                )
-            brokers = sorted(live)
-        else:
-            held = frame.select(F.explode(s.REPLICAS).alias(s.BROKER)).distinct().collect()
-            brokers = sorted(r[0] for r in held)
-    except _SPARK_ERRORS as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise WhatIfInputError(
-            f"{table}: not a readable Parquet table ({first[:200]}) — rerun kce run to write it again"
-        ) from None
-    configs = {t: topic_configs(defaults, {}, str(table)) for t in topics}
-    return WhatIfCluster(
-        frame, tuple(brokers), dict.fromkeys(brokers), configs, defaults, source=f"run {directory}"
-    )
+        cols["line"].append(number)
+    return cols
 
 
 # -- scenario ------------------------------------------------------------------------------------
@@ -223,13 +167,16 @@ def load_scenario_cluster(
     spark: SparkSession, path: str | Path, config: Sequence[str] = ()
 ) -> WhatIfCluster:
     """``--scenario FILE``: the cluster ``kce run`` would start from (before any event)."""
+    return scenario_cluster(spark, _scenario(path), config, str(path))
+
+
+def _scenario(path: str | Path) -> Scenario:
     try:
-        scenario = load_scenario(path)
+        return load_scenario(path)
     except ScenarioError as err:
         raise WhatIfInputError(
             f"{format_problems(err.problems, str(path))}\nfix the scenario file"
         ) from None
-    return scenario_cluster(spark, scenario, config, str(path))
 
 
 def scenario_cluster(
@@ -262,8 +209,40 @@ def scenario_cluster(
 # -- one source ----------------------------------------------------------------------------------
 
 
-def load_cluster(
-    spark: SparkSession,
+@dataclass(frozen=True)
+class ClusterInput:
+    """A snapshot read and validated in plain Python (``read_cluster``): every input error is
+    raised before Spark starts. ``build`` makes its frames; only a ``--run`` table is read
+    then (it is Parquet)."""
+
+    source: Callable[[SparkSession], WhatIfCluster]
+    racks: dict[int, str | None]
+    sizes: dict[str, list[Any]] | None
+    known: Known | None = None  # None: a --run table, read by Spark
+    live: tuple[int, ...] = ()  # the snapshot's live brokers, with ``known``
+    source_racks: dict[int, str | None] = field(default_factory=dict)
+    name: str = ""  # the source, as messages name it ("describe FILE")
+
+    def merged_racks(self) -> dict[int, str | None]:
+        """Every live broker's rack: the source's, then the rack map's (as ``build`` merges)."""
+        return {**dict.fromkeys(self.live), **self.source_racks, **self.racks}
+
+    def build(self, spark: SparkSession) -> WhatIfCluster:
+        """The snapshot, with the side files applied."""
+        cluster = self.source(spark)
+        merged = {**dict.fromkeys(cluster.brokers), **cluster.racks, **self.racks}
+        return WhatIfCluster(
+            cluster.partitions,
+            cluster.brokers,
+            dict(sorted(merged.items())),
+            cluster.topic_configs,
+            cluster.broker_defaults,
+            None if self.sizes is None else columns_frame(spark, self.sizes, SIZES_SCHEMA),
+            cluster.source,
+        )
+
+
+def read_cluster(
     *,
     describe: str | Path | None = None,
     zk: str | None = None,
@@ -273,8 +252,8 @@ def load_cluster(
     sizes: str | Path | None = None,
     config: Sequence[str] = (),
     zk_options: ZkOptions | None = None,
-) -> WhatIfCluster:
-    """The snapshot of exactly one source, with the side files applied."""
+) -> ClusterInput:
+    """Read and validate exactly one source and the side files, without Spark."""
     given = {
         "--describe": describe, "--zk": zk, "--run": run, "--scenario": scenario,
     }  # fmt: skip
@@ -284,32 +263,68 @@ def load_cluster(
             f"{' and '.join(chosen) or 'no source'} given — pass exactly one of {', '.join(given)}"
         )
     racks = load_rack_map(rack_map) if rack_map is not None else {}
+    sized = read_sizes(sizes) if sizes is not None else None
+    snapshot = _read_source(describe, zk, run, scenario, racks, sized, config, zk_options)
+    if snapshot.known is not None:
+        if rack_map is not None:
+            check_rack_map(snapshot.known, racks, rack_map)
+        if sizes is not None and sized is not None:
+            check_sizes(snapshot.known, sized, sizes)
+    return snapshot
+
+
+def _read_source(
+    describe: str | Path | None,
+    zk: str | None,
+    run: str | Path | None,
+    scenario: str | Path | None,
+    racks: dict[int, str | None],
+    sized: dict[str, list[Any]] | None,
+    config: Sequence[str],
+    zk_options: ZkOptions | None,
+) -> ClusterInput:
     if scenario is not None:
-        cluster = load_scenario_cluster(spark, scenario, config)
-    else:
-        defaults = broker_defaults(config)
-        if describe is not None:
-            frame, named, configs = load_describe(spark, describe, defaults)
-            brokers = tuple(sorted(named | set(racks)))
-            cluster = WhatIfCluster(
-                frame, brokers, dict.fromkeys(brokers), configs, defaults,
-                source=f"describe {describe}",
-            )  # fmt: skip
-        elif zk is not None:
-            snap = read_zk(spark, zk, defaults, zk_options)
-            cluster = WhatIfCluster(
-                snap.partitions, snap.brokers, snap.racks, snap.topic_configs, defaults,
+        parsed = _scenario(scenario)
+        live = parsed.initial_live_brokers()
+        known = Known(parsed.topic_partition_counts(), frozenset(b.id for b in parsed.brokers()))
+        return ClusterInput(
+            lambda spark: scenario_cluster(spark, parsed, config, str(scenario)),
+            racks, sized, known, live, {b.id: b.rack for b in parsed.brokers()},
+            f"scenario {scenario}",
+        )  # fmt: skip
+    defaults = broker_defaults(config)
+    if describe is not None:
+        snap = parse_describe(describe)
+        configs = describe_configs(describe, snap, defaults)
+        brokers = tuple(sorted(snap.brokers | set(racks)))
+        source = f"describe {describe}"
+
+        def described(spark: SparkSession) -> WhatIfCluster:
+            frame = partitions_frame(spark, snap.columns)
+            return WhatIfCluster(
+                frame, brokers, dict.fromkeys(brokers), configs, defaults, source=source
+            )
+
+        # Filtered output (--under-replicated-partitions, ...) has no topic header lines.
+        known = Known.of_columns(
+            snap.columns, brokers, filtered=not snap.config_lines, adds_brokers=True
+        )
+        return ClusterInput(described, racks, sized, known, brokers, {}, source)
+    if zk is not None:
+        cols, live, zk_racks, zk_configs = read_zk_columns(zk, defaults, zk_options)
+        return ClusterInput(
+            lambda spark: WhatIfCluster(
+                partitions_frame(spark, cols), live, zk_racks, zk_configs, defaults,
                 source=f"zk {zk}",
-            )  # fmt: skip
-        else:
-            assert run is not None
-            cluster = load_run(spark, run, defaults)
-    return WhatIfCluster(
-        cluster.partitions,
-        cluster.brokers,
-        dict(sorted({**dict.fromkeys(cluster.brokers), **cluster.racks, **racks}.items())),
-        cluster.topic_configs,
-        cluster.broker_defaults,
-        load_sizes(spark, sizes) if sizes is not None else None,
-        cluster.source,
-    )
+            ),
+            racks, sized, Known.of_columns(cols, live), live, zk_racks, f"zk {zk}",
+        )  # fmt: skip
+    assert run is not None
+    check_run(Path(run))
+    return ClusterInput(lambda spark: load_run(spark, run, defaults), racks, sized)
+
+
+def load_cluster(spark: SparkSession, **sources: Any) -> WhatIfCluster:
+    """The snapshot of exactly one source, with the side files applied (``read_cluster``'s
+    keyword arguments)."""
+    return read_cluster(**sources).build(spark)

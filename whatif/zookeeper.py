@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -105,6 +106,20 @@ def read_zk(
     options: ZkOptions | None = None,
 ) -> ZkSnapshot:
     """The cluster under ``hosts`` (kazoo's connect string, chroot included)."""
+    cols, live, racks, configs = read_zk_columns(hosts, defaults, options)
+    return ZkSnapshot(partitions_frame(spark, cols), live, racks, configs)
+
+
+ZkColumns = tuple[
+    dict[str, list[Any]], tuple[int, ...], dict[int, str | None], dict[str, TopicConfigs]
+]
+
+
+def read_zk_columns(
+    hosts: str, defaults: BrokerDefaults | None = None, options: ZkOptions | None = None
+) -> ZkColumns:
+    """``read_zk`` before Spark: the partitions as column lists, the live brokers, their racks
+    and the topics' configs, every znode read and validated."""
     options = options or ZkOptions()
     client = ReadOnlyZkClient(
         hosts,
@@ -126,7 +141,7 @@ def read_zk(
             f"({type(exc).__name__}) — check host, port, TLS settings and that ZooKeeper is up"
         ) from None
     try:
-        return _snapshot(spark, client, hosts, defaults or BrokerDefaults())
+        return _snapshot(client, hosts, defaults or BrokerDefaults())
     except ZnodeReadError as exc:
         raise _read_failed(hosts, exc) from None
     except (KazooTimeoutError, KazooException) as exc:  # a synchronous read failed
@@ -142,9 +157,7 @@ def read_zk(
         client.close()
 
 
-def _snapshot(
-    spark: SparkSession, client: ReadOnlyZkClient, hosts: str, defaults: BrokerDefaults
-) -> ZkSnapshot:
+def _snapshot(client: ReadOnlyZkClient, hosts: str, defaults: BrokerDefaults) -> ZkColumns:
     if client.exists(BROKER_TOPICS) is None:
         raise WhatIfInputError(
             f"--zk {hosts}: there is no {BROKER_TOPICS} — not a ZooKeeper-mode Kafka cluster "
@@ -209,4 +222,4 @@ def _snapshot(
     ):
         overrides = TopicConfigZNode.decode(data, path).config if version >= 0 else {}
         configs[topic] = topic_configs(defaults, overrides, f"--zk {hosts}: znode {path}")
-    return ZkSnapshot(partitions_frame(spark, cols), tuple(sorted(live)), racks, configs)
+    return cols, tuple(sorted(live)), racks, configs

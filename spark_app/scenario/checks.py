@@ -25,12 +25,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from spark_app.limits import MAX_PARTITIONS
 from spark_app.scenario import events as ev
 from spark_app.scenario.cluster import Cluster
 from spark_app.scenario.errors import Problem, join_path
 from spark_app.scenario.kafka_config import KafkaConfig
 from spark_app.scenario.kafka_values import ibp_key, kafka_version_tuple, record_version
-from statemachines.schemas import MAX_PARTITIONS
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249

@@ -22,10 +22,10 @@ from pydantic import (
     model_validator,
 )
 
+from spark_app.limits import MAX_BROKERS, MAX_PARTITIONS
 from spark_app.scenario.events import STRICT, BrokerId, Count, PartitionId, TopicSpec
 from statemachines.partition_states import PartitionState
 from statemachines.replica_states import ReplicaState
-from statemachines.schemas import MAX_BROKERS, MAX_PARTITIONS
 
 
 def _by_name(enum_type: type[enum.Enum]) -> Callable[[object], enum.Enum]:

@@ -13,17 +13,38 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from spark_app.limits import MAX_FIELD_CHARS, MAX_YAML_BYTES, MAX_YAML_DEPTH
 from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
 from spark_app.scenario.model import Scenario
 from spark_app.scenario.overrides import apply_overrides, name_overrides, parse_overrides
 
-# PyYAML's pure-Python loader holds about 100 times a file's size in memory (3 MB of state rows:
-# 300 MB) and reads well under 1 MB a second; a larger scenario generates its cluster instead.
-MAX_YAML_BYTES = 8 << 20
-
 
 class _StrictLoader(yaml.SafeLoader):
-    """``SafeLoader`` that rejects duplicate keys (PyYAML silently keeps the last one)."""
+    """``SafeLoader`` that rejects duplicate keys (PyYAML silently keeps the last one), nodes
+    nested deeper than ``MAX_YAML_DEPTH`` (its composer recurses once per level: a deep file would
+    exhaust Python's stack) and scalars longer than ``MAX_FIELD_CHARS``."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_FIELD_CHARS:
+            raise yaml.composer.ComposerError(
+                None, None,
+                f"a value of {len(event.value):,} characters, above the {MAX_FIELD_CHARS:,} a "
+                "YAML value may have; shorten it", event.start_mark,
+            )  # fmt: skip
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None,
+                    f"nested deeper than {MAX_YAML_DEPTH} levels, the most a YAML input may "
+                    "have; flatten it", event.start_mark,
+                )  # fmt: skip
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
 
 
 def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

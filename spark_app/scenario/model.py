@@ -8,10 +8,20 @@ the fields validated, so one ``ScenarioError`` lists every problem with its YAML
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, Strict, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from spark_app.preflight import master_problem, zk_connect_problem
 from spark_app.scenario.cluster import (
     BrokerGeneration,
     BrokerList,
@@ -54,9 +64,23 @@ __all__ = [
 ]
 
 
+def _problem_free(problem: Callable[[str], str | None]) -> Callable[[str], str]:
+    """An after-validator raising ``problem``'s message (``spark_app.preflight``'s checks)."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found is not None:
+            raise ValueError(f"{value!r}: {found}")
+        return value
+
+    return check
+
+
 class SparkSettings(BaseModel):
     model_config = STRICT
-    master: str | None = Field(None, description="Spark master; default local[*] or spark-submit's")
+    master: Annotated[str, AfterValidator(_problem_free(master_problem))] | None = Field(
+        None, description="Spark master; default local[*] or spark-submit's"
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark configuration")
 
 
@@ -72,8 +96,7 @@ class KazooZooKeeper(BaseModel):
 
     model_config = STRICT
     mode: Literal["kazoo"] = Field("kazoo", description="a real ZooKeeper via kazoo")
-    connect: str = Field(
-        pattern=r"^[^,/:\s]+:\d+(,[^,/:\s]+:\d+)*(/[^\s]*)?$",
+    connect: Annotated[str, AfterValidator(_problem_free(zk_connect_problem))] = Field(
         description="Kafka's zookeeper.connect: 'host:port[,host:port...][/chroot]'",
     )
 

@@ -30,6 +30,8 @@ from whatif.options import (
 
 # Each sampled set is evaluated against every partition in one Spark job.
 MAX_SAMPLES = 1_000_000
+# roll's exact search stops by then (an hour).
+MAX_SOLVER_SECONDS = 3600.0
 
 # Question → (module, function, help).
 QUESTIONS: dict[str, tuple[str, str, str]] = {
@@ -84,6 +86,13 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def _at_most_seconds(text: str) -> float:
+    value = _rate(text)
+    if value > MAX_SOLVER_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SOLVER_SECONDS:g}, got {text}")
     return value
 
 
@@ -145,6 +154,14 @@ def add_parser(sub: Any) -> None:
             q.add_argument(
                 "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
             )
+            q.add_argument(
+                "--solver-seconds",
+                type=_at_most_seconds,
+                default=10.0,
+                metavar="S",
+                help="time for the exact search of batches (10; at most "
+                f"{MAX_SOLVER_SECONDS:g}): past it the best batching found, said so",
+            )
         elif name == "scale-out":
             q.add_argument("--add", type=_at_most(s.MAX_BROKERS), required=True, help="new brokers")
             q.add_argument("--racks", help="the new brokers' racks, in id order: a,b,…")
@@ -200,7 +217,7 @@ def question_options(args: argparse.Namespace) -> Any:
         return DecommissionOptions(args.brokers, args.seed)
     if q == "roll":
         by_rack = args.batch == "rack"
-        return RollOptions(None if by_rack else int(args.batch), by_rack)
+        return RollOptions(None if by_rack else int(args.batch), by_rack, args.solver_seconds)
     if q == "scale-out":
         racks = None if args.racks is None else tuple(r.strip() for r in args.racks.split(","))
         if racks is not None and len(racks) != args.add:

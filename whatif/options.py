@@ -27,10 +27,12 @@ class DecommissionOptions:
 
 @dataclass(frozen=True)
 class RollOptions:
-    """``roll``: batches of ``batch`` brokers, or one rack at a time when ``by_rack``."""
+    """``roll``: batches of at most ``batch`` brokers, or one rack at a time when ``by_rack``;
+    ``solver_seconds`` bounds the search for the fewest batches and the largest safe batch."""
 
     batch: int | None = None
     by_rack: bool = False
+    solver_seconds: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -194,21 +194,19 @@ def unsafe_rows(form: DataFrame, batches: Sequence[Sequence[int]] | None) -> Dat
     reason. ``batches``: the racks of ``--batch rack``; None for ``--batch N`` (only slack ≤ 0
     then: the batches chosen keep every other partition safe). No job."""
     m, slack = F.col(LIVE_ISR_SIZE), F.col(SLACK)
-    if batches is None:
-        capacity, spread = m, "its ISR cannot be spread over the batches"
-    else:
+    too_many = F.lit(False)
+    if batches is not None:
         ids = F.transform(ISR_LIVE, batch_lookup(batches))
         most = F.array_max(
             F.transform(F.array_distinct(ids), lambda b: F.size(F.filter(ids, lambda x: x == b)))
         )
-        capacity = m - F.coalesce(most, F.lit(0)) + slack
-        spread = "a rack holds more of its ISR than its slack"
+        too_many = F.coalesce(most, F.lit(0)) > slack
     reason = (
         F.when(m == 0, F.lit("offline before the roll"))
         .when(slack < 0, F.lit("under min ISR before the roll"))
         .when(slack == 0, F.lit("at min ISR: any ISR member down drops it"))
-        .otherwise(F.lit(spread))
+        .otherwise(F.lit("a rack holds more of its ISR than its slack"))
     )
-    return form.where((m == 0) | (slack <= 0) | (capacity < m)).select(
+    return form.where((m == 0) | (slack <= 0) | too_many).select(
         s.TOPIC, s.PARTITION, s.ISR, MIN_ISR, reason.alias(REASON)
     )

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from whatif.roll_batches import Constraints, compatible_groups, first_fit, ordered
+from whatif.roll_batches import Constraints, compatible_groups, first_fit, is_safe, ordered
 
 # Time for all the models of one question, by default.
 SOLVER_SECONDS = 10.0
@@ -140,7 +140,8 @@ def _largest(group: Sequence[int], constraints: Constraints, clock: _Clock) -> L
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         found = [b for b in group if solver.value(x[b])]
         bound = math.floor(solver.best_objective_bound + 1e-6)
-        best = found if len(found) > len(greedy) else greedy
+        better = len(found) > len(greedy) and is_safe(found, constraints)
+        best = found if better else greedy
         return LargestBatch(tuple(best), max(len(best), min(bound, len(group))))
     return LargestBatch(tuple(greedy), len(group))
 
@@ -223,5 +224,6 @@ def _solved(
         if solver.value(var):
             found.setdefault(j, []).append(b)
     bound = max(lower, math.ceil(solver.best_objective_bound - 1e-6))
-    best = ordered(found.values()) if len(found) < count else greedy
+    better = len(found) < count and all(is_safe(b, constraints) for b in found.values())
+    best = ordered(found.values()) if better else greedy
     return Batching(best, len(best) if status == cp_model.OPTIMAL else bound)

@@ -150,6 +150,12 @@ def add_parser(sub: Any) -> None:
             )
         elif name == "decommission":
             q.add_argument("--brokers", type=_ids, required=True, help="broker ids, e.g. 1,2")
+            q.add_argument(
+                "--rebalance",
+                action="store_true",
+                help="also balance the other brokers' replicas and preferred leaders (by "
+                "default only the decommissioned brokers' replicas move)",
+            )
         elif name == "roll":
             q.add_argument(
                 "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
@@ -214,7 +220,7 @@ def question_options(args: argparse.Namespace) -> Any:
     if q == "fail":
         return FailOptions(args.brokers, args.rack, args.any, args.samples, args.seed)
     if q == "decommission":
-        return DecommissionOptions(args.brokers, args.seed)
+        return DecommissionOptions(args.brokers, args.seed, args.rebalance)
     if q == "roll":
         by_rack = args.batch == "rack"
         return RollOptions(None if by_rack else int(args.batch), by_rack, args.solver_seconds)

@@ -21,8 +21,12 @@ class FailOptions:
 
 @dataclass(frozen=True)
 class DecommissionOptions:
+    """``decommission --brokers B``: move only B's replicas, unless ``rebalance`` (then also
+    balance every other broker's replicas and preferred leaders, as ``rebalance`` does)."""
+
     brokers: tuple[int, ...]
     seed: int = 0
+    rebalance: bool = False
 
 
 @dataclass(frozen=True)

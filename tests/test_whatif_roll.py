@@ -156,6 +156,15 @@ def test_safety_beyond_pairs_needs_the_whole_replica_set() -> None:
     assert all(is_safe(b, c) for b in two.batching.batches)
 
 
+def test_without_time_the_greedy_batching_stands_unproven() -> None:
+    # The case above with no time for the solver: the first fit's three batches (safe) and the
+    # bounds it cannot close — two batches at least, a safe batch of at most four brokers.
+    c = constraints_of([([4, 1, 2], 2), ([2, 1, 3], 2), ([4, 3], 1)])
+    plan = plan_roll(range(1, 5), 3, c, seconds=0.0)
+    assert plan.batching == Batching([[1, 2], [3], [4]], 2) and not plan.batching.proven
+    assert plan.largest == LargestBatch((1, 2), 4) and not plan.largest.proven
+
+
 def test_rack_batches() -> None:
     racks = {1: "b", 2: "a", 3: None, 4: "b", 5: "a", 6: None}
     # Racks by name, then every rackless broker alone.

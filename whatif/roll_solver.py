@@ -126,6 +126,8 @@ def _largest(group: Sequence[int], constraints: Constraints, clock: _Clock) -> L
     if not pairs and not limits:
         return LargestBatch(tuple(group), len(group))
     greedy = max(first_fit(group, len(group), constraints), key=len)
+    if clock.left() <= 0:
+        return LargestBatch(tuple(greedy), len(group))
     model = cp_model.CpModel()
     x = {b: model.new_bool_var(f"x{b}") for b in group}
     for a, b in pairs:

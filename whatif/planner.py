@@ -16,8 +16,9 @@ most ``MAX_ROUNDS`` rounds. Preferred leaders follow the same pattern over the p
 replica pass touched plus a sample of the others led by leader-heavy brokers.
 
 Without ``rebalance`` (``decommission`` unless ``--rebalance``) only the removed brokers are
-sampled and emptied: every other replica and every preferred leader stays where it is, and the
-lower bound is the replicas on the removed brokers (each must move, nothing else need).
+sampled and emptied, and the preferred leaders are balanced by reordering only those partitions:
+every other partition stays as it is, and the lower bound is the replicas on the removed brokers
+(each must move, nothing else need).
 
 The lower bound (``lower_bound_moves``) is the fewest replica moves that give every broker a count
 within one of the others with the removed brokers empty, racks ignored: the final counts are the
@@ -141,9 +142,10 @@ def plan_placement(
 ) -> PlacementPlan:
     """The minimal-movement plan for ``partitions`` (``PARTITIONS_SCHEMA``) onto ``target``.
 
-    ``rebalance`` False: only the replicas on ``target.removed`` move (each to the remaining
-    broker with the fewest replicas among those keeping the partition's racks distinct where
-    possible); no other replica moves and no preferred leader is reordered."""
+    ``rebalance`` False: only the partitions holding a replica on ``target.removed`` change:
+    that replica moves (to the remaining broker with the fewest replicas among those keeping the
+    partition's racks distinct where possible), and their replica order balances preferred
+    leaders; no other partition changes."""
     with without_gc():
         return _plan_placement(partitions, target, sizes, full_collect_partitions, rebalance)
 
@@ -194,6 +196,10 @@ def _plan_placement(
         quota = {b: 2 * quota[b] + SAMPLE_SLACK for b in starved if b in quota}
     if rebalance:
         _balance_leaders(greedy, sized, stats, target, small)
+    else:
+        # The greedy knows only the partitions that move anyway: reordering their replicas
+        # balances preferred leaders without touching any other partition or moving data.
+        greedy.balance_leaders()
     final = greedy.changed()
     original = {k: greedy.original[k] for k in final}
     leaders_moved = sum(1 for k in final if final[k][0] != original[k][0])

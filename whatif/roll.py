@@ -202,7 +202,8 @@ def _lines(
             f"Not safe: worst batch {list(worst.brokers)} leaves {worst.under_min_isr} "
             f"partitions under min ISR and {worst.offline} offline (margin {worst.min_margin})."
         )
-    shown = ",".join(map(str, summary["max_safe_batch_brokers"][:8]))
+    largest = summary["max_safe_batch_brokers"]
+    shown = ",".join(map(str, largest[:8])) + ("…" if len(largest) > 8 else "")
     bound = (
         "proven"
         if summary["max_safe_batch_proven"]
@@ -211,7 +212,8 @@ def _lines(
     lines.append(
         f"Largest safe batch: {summary['max_safe_batch_others']} brokers ({shown}; {bound})"
         + (
-            f", 0 with the {always_unsafe} partitions no batch keeps safe."
+            f" for the partitions that can be kept safe; 0 counting the {always_unsafe} "
+            "that cannot."
             if always_unsafe
             else "."
         )

@@ -26,6 +26,7 @@ from whatif.cluster import (
 from whatif.options import RollOptions
 from whatif.roll import answer
 from whatif.roll_batches import (
+    batch_constraints,
     compatible_groups,
     constraints_of,
     first_fit,
@@ -363,6 +364,11 @@ def test_batch_evaluation_matches_the_plain_python_walk(
     assert got == expected
     after = with_leader_chain(form, batches).select("partition", "leader_after").collect()
     assert sorted((r[0], r[1]) for r in after) == list(enumerate(leaders_after))
+    # The constraints Spark reduces to distinct replica sets are those of every partition.
+    live_isrs = [[b for b in r["isr"] if b in set(live)] for r in rows]
+    assert batch_constraints(form) == constraints_of(
+        (isr, len(isr) - r["min_isr"]) for isr, r in zip(live_isrs, rows, strict=True)
+    )
 
 
 # -- end to end ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from whatif.cluster import (
     empty_columns,
     partitions_frame,
 )
+from whatif.command import question_arguments, question_options
 from whatif.generate import (
     GENERATED,
     SHIFT_DRAW,
@@ -459,6 +460,14 @@ def test_decommission_without_rebalance_changes_only_the_removed_replicas(
             assert len(got) == min(len(after), len(racks_left)) or got >= kept
 
 
+def test_decommission_rebalance_option() -> None:
+    args = question_arguments("decommission", ["--brokers", "3,4", "--rebalance"])
+    assert question_options(args) == DecommissionOptions((3, 4), 0, rebalance=True)
+    assert question_options(question_arguments("decommission", ["--brokers", "3"])) == (
+        DecommissionOptions((3,), 0, rebalance=False)
+    )
+
+
 def _run(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     out = tmp_path / "out"
     rc = main(["whatif", *args, "--out", str(out)])
@@ -501,6 +510,7 @@ def test_cli_decommission_end_to_end(tmp_path: Path) -> None:
     assert summary["shutdown_under_min_isr_partitions"] == 2
     assert summary["replicas_moved"] == summary["lower_bound_moves"] == 2
     assert summary["replicas_per_broker_after"] == {"1": 4, "2": 4}
+    assert summary["rebalance"] is False
     assert all(3 not in e["replicas"] for e in plan["partitions"])
     assert {e["partition"] for e in rollback["partitions"]} == {1, 2}
 

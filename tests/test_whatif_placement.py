@@ -28,6 +28,7 @@ from whatif.cluster import (
     empty_columns,
     partitions_frame,
 )
+from whatif.command import question_arguments, question_options
 from whatif.generate import (
     GENERATED,
     SHIFT_DRAW,
@@ -145,6 +146,29 @@ def test_greedy_leader_chain_when_no_partition_links_the_two_brokers() -> None:
     greedy.balance_leaders()
     assert greedy.leaders == {1: 1, 2: 1, 3: 1}
     assert greedy.changed() == {("a", 0): (2, 1), ("a", 2): (3, 2)}
+
+
+def test_empty_removed_keeps_a_partitions_racks_distinct_where_possible() -> None:
+    # Racks 1, 2: a; 3: b; 4, 5: c. Decommission 4; broker 5 is the fullest receiver (3), 2 the
+    # emptiest (0). Kafka's rack-aware placement keeps a partition's replicas in distinct racks
+    # where it can (spec §9.3):
+    #   p-0 [4,1,3] (c, a, b): the others use a and b, only rack c keeps three racks: 5, though
+    #     fullest; 5 takes 4's place, first, so it is the preferred leader.
+    #   p-1 [4,5,1] (c, c, a): the others use c and a: rack b (3), which adds a third rack.
+    #   p-2 [4,3,2,5] (c, b, a, c): every rack is used: the emptiest broker not holding it — 1.
+    rows = {("p", 0): [4, 1, 3], ("p", 1): [4, 5, 1], ("p", 2): [4, 3, 2, 5],
+            ("q", 0): [5, 3], ("q", 1): [5, 1]}  # fmt: skip
+    racks = {1: "a", 2: "a", 3: "b", 4: "c", 5: "c"}
+    target = PlacementTarget((1, 2, 3, 5), racks, frozenset({4}))
+    greedy = Greedy(target, {1: 3, 2: 1, 3: 3, 4: 3, 5: 4}, {4: 3, 5: 2})
+    for key, reps in rows.items():
+        greedy.know(key, reps)
+    greedy.add_candidates(4, [k for k, r in rows.items() if 4 in r], truncated=False)
+    greedy.empty_removed()
+    assert greedy.changed() == {
+        ("p", 0): (5, 1, 3), ("p", 1): (3, 5, 1), ("p", 2): (1, 3, 2, 5),
+    }  # fmt: skip
+    assert greedy.rack_spread_reduced == 0 and greedy.replicas_moved == 3
 
 
 # -- Spark path, hand-worked ------------------------------------------------------------------
@@ -377,6 +401,73 @@ def test_decommission_controlled_shutdown_and_plan(spark: SparkSession) -> None:
     assert sm["kafka_generate"]["replicas_per_broker_after"].keys() == {"2", "3", "4"}
 
 
+def test_decommission_moves_only_the_removed_brokers_replicas(spark: SparkSession) -> None:
+    # Broker 1 holds 5 replicas, 2 and 3 two each, 4 one (t-4 [1,4]). Decommissioning 4 moves
+    # its one replica and nothing else: to 2 (2 and 3 tie at 2 replicas; the lower id), in 4's
+    # place. Broker 1 stays at 5. t-4 moves anyway, so its order is free: [2,1] gives broker 2
+    # a preferred leader (1 leads 5, 2 none) at no data moved; no other partition changes.
+    # With --rebalance the 10 replicas on 3 brokers end at 4, 3, 3: one more move, off broker 1
+    # (its lower bound 2).
+    rows: Rows = [("t", 0, [1, 2]), ("t", 1, [1, 3]), ("t", 2, [1, 2]), ("t", 3, [1, 3]),
+                  ("t", 4, [1, 4])]  # fmt: skip
+    cluster = _cluster(spark, rows, dict.fromkeys((1, 2, 3, 4)))
+    only = decommission(spark, cluster, DecommissionOptions((4,))).summary
+    assert only["rebalance"] is False
+    assert only["replicas_moved"] == only["lower_bound_moves"] == only["partitions_moved"] == 1
+    assert only["replicas_per_broker_after"] == {"1": 5, "2": 3, "3": 2}
+    assert only["leaders_moved"] == 1 and only["partitions_reordered"] == 0
+    assert only["preferred_leaders_per_broker_after"] == {"1": 4, "2": 1, "3": 0}
+    answer = decommission(spark, cluster, DecommissionOptions((4,), rebalance=True))
+    both = answer.summary
+    assert both["replicas_moved"] == both["lower_bound_moves"] == 2
+    assert sorted(both["replicas_per_broker_after"].values()) == [3, 3, 4]
+    changed = {
+        e["partition"]: e["replicas"] for e in answer.plans["reassignment.json"]["partitions"]
+    }
+    assert 4 in changed and 4 not in changed[4]
+    assert sum(1 for p, r in changed.items() if p != 4 and 1 not in r) == 1
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(clusters(), st.data())
+def test_decommission_without_rebalance_changes_only_the_removed_replicas(
+    spark: SparkSession, case: tuple[Rows, PlacementTarget, bool], data: st.DataObject
+) -> None:
+    rows, target, _ = case
+    held = sorted({b for _, _, r in rows for b in r})
+    removed = frozenset(data.draw(st.sets(st.sampled_from(held), min_size=1, max_size=2)))
+    remaining = tuple(b for b in target.brokers if b not in removed)
+    rf = max(len(r) for _, _, r in rows)
+    if len(remaining) < rf:
+        return
+    target = PlacementTarget(remaining, target.racks, removed, target.seed)
+    plan = plan_placement(frame(spark, rows), target, rebalance=False)
+    assert_valid(plan, rows, target)
+    on_removed = sum(1 for _, _, r in rows for b in r if b in removed)
+    assert plan.replicas_moved == plan.lower_bound_moves == on_removed
+    for _, _, before, after in plan.changes():
+        # Only partitions holding a removed broker change, and only that replica moves.
+        assert set(before) & removed
+        assert set(before) - removed <= set(after)
+        if target.rack_aware:
+            # Distinct racks where possible: as many as the partition can have among the
+            # remaining racks, or at least as many as it kept.
+            racks_left = {target.racks[b] for b in remaining}
+            kept = {target.racks[b] for b in before if b not in removed}
+            got = {target.racks[b] for b in after}
+            assert len(got) == min(len(after), len(racks_left)) or got >= kept
+
+
+def test_decommission_rebalance_option() -> None:
+    args = question_arguments("decommission", ["--brokers", "3,4", "--rebalance"])
+    assert question_options(args) == DecommissionOptions((3, 4), 0, rebalance=True)
+    assert question_options(question_arguments("decommission", ["--brokers", "3"])) == (
+        DecommissionOptions((3,), 0, rebalance=False)
+    )
+
+
 def _run(tmp_path: Path, *args: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     out = tmp_path / "out"
     rc = main(["whatif", *args, "--out", str(out)])
@@ -419,6 +510,7 @@ def test_cli_decommission_end_to_end(tmp_path: Path) -> None:
     assert summary["shutdown_under_min_isr_partitions"] == 2
     assert summary["replicas_moved"] == summary["lower_bound_moves"] == 2
     assert summary["replicas_per_broker_after"] == {"1": 4, "2": 4}
+    assert summary["rebalance"] is False
     assert all(3 not in e["replicas"] for e in plan["partitions"])
     assert {e["partition"] for e in rollback["partitions"]} == {1, 2}
 

@@ -5,7 +5,7 @@ Kafka's controlled shutdown / restart / preferred election, and the command end 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,16 @@ from whatif.cluster import (
 )
 from whatif.options import RollOptions
 from whatif.roll import answer
-from whatif.roll_batches import greedy_batches, id_order_batches, max_safe_batch, rack_batches
+from whatif.roll_batches import (
+    batch_constraints,
+    compatible_groups,
+    constraints_of,
+    first_fit,
+    is_safe,
+    rack_batches,
+)
 from whatif.roll_evaluation import evaluate_batches, partition_form, with_leader_chain
+from whatif.roll_solver import Batching, LargestBatch, plan_roll
 from whatif.sources import load_cluster
 
 DATA = Path(__file__).parent / "data" / "whatif"
@@ -36,19 +44,6 @@ RACK_CSV = "id,rack\n1,a\n2,a\n3,b\n4,b\n5,c\n6,c\n"
 
 
 # -- plain-Python rules --------------------------------------------------------------------------
-
-
-def pair_slacks(partitions: Sequence[tuple[list[int], int]]) -> dict[tuple[int, int], int]:
-    """(ISR, slack) per partition → the smallest slack per broker pair, slack ≥ 1 only."""
-    out: dict[tuple[int, int], int] = {}
-    for isr, slack in partitions:
-        if slack < 1:
-            continue
-        for a in isr:
-            for b in isr:
-                if a < b:
-                    out[(a, b)] = min(out.get((a, b), slack), slack)
-    return out
 
 
 def reference_roll(
@@ -102,38 +97,76 @@ def make_cluster(
     )
 
 
-# -- the greedy (no Spark) -----------------------------------------------------------------------
+# -- choosing the batches (no Spark) -------------------------------------------------------------
 
-# roll-racks.txt's orders topic: RF 3, min ISR 2, one replica per rack a={1,2}, b={3,4},
-# c={5,6}. Every cross-rack pair shares a partition of slack 1; same-rack pairs share none: the
-# conflict graph is K(2,2,2), whose only independent sets of two are the racks.
-RACK_PAIRS = {
-    (a, b): 1 for a in range(1, 7) for b in range(a + 1, 7) if (a + 1) // 2 != (b + 1) // 2
-}
-
-
-def test_greedy_batches_of_two_are_the_racks_when_every_cross_rack_pair_conflicts() -> None:
-    assert greedy_batches(range(1, 7), 2, RACK_PAIRS) == [[1, 2], [3, 4], [5, 6]]
-    # Two batches of three would need three brokers sharing no partition: there are none.
-    assert greedy_batches(range(1, 7), 3, RACK_PAIRS) is None
-    assert max_safe_batch(range(1, 7), RACK_PAIRS) == 2
+# roll-racks.txt's orders topic: RF 3, min ISR 2 (slack 1), one replica per rack a={1,2},
+# b={3,4}, c={5,6}, every cross-rack pair in some ISR: the brokers of two racks never share a
+# batch (the compatible groups are the racks).
+RACK_ISRS = [([1, 3, 5], 1), ([3, 5, 2], 1), ([5, 2, 4], 1), ([2, 4, 6], 1), ([4, 6, 1], 1),
+             ([6, 1, 3], 1)]  # fmt: skip
 
 
-def test_greedy_allows_as_many_isr_members_together_as_the_slack() -> None:
-    # One partition, ISR 1..5, min ISR 2: slack 3, so three of them may restart together.
-    # Batches of at most 3 or 4 both mean two batches (⌈5/3⌉ = ⌈5/4⌉ = 2): 3 + 2 is safe for
-    # either; at most 5 means one batch of all five, which is not. The largest safe batch is
-    # the 3 formed, not the looser bound 4.
-    pairs = pair_slacks([([1, 2, 3, 4, 5], 3)])
-    assert greedy_batches(range(1, 6), 3, pairs) == [[1, 2, 3], [4, 5]]
-    assert greedy_batches(range(1, 6), 4, pairs) == [[1, 2, 3], [4, 5]]
-    assert greedy_batches(range(1, 6), 5, pairs) is None
-    assert max_safe_batch(range(1, 6), pairs) == 3
-    assert max_safe_batch(range(1, 6), {}) == 5  # nothing shared: all at once
+def test_batches_of_two_or_three_are_the_racks_when_every_cross_rack_pair_conflicts() -> None:
+    c = constraints_of(RACK_ISRS)
+    assert compatible_groups(range(1, 7), c) == [[1, 2], [3, 4], [5, 6]]
+    for size in (2, 3):
+        plan = plan_roll(range(1, 7), size, c)
+        assert plan.batching is not None
+        assert plan.batching.batches == [[1, 2], [3, 4], [5, 6]]
+        # Three batches at least (one per group), so none of at most 3 fits in ⌈6/3⌉ = 2.
+        assert plan.batching.lower_bound == 3 and plan.batching.proven
+    assert plan.largest == LargestBatch((1, 2), 2) and plan.largest.proven
 
 
-def test_id_order_and_rack_batches() -> None:
-    assert id_order_batches([5, 1, 3, 2, 4], 2) == [[1, 2], [3, 4], [5]]
+def test_a_partition_allows_as_many_isr_members_down_together_as_its_slack() -> None:
+    # One partition, ISR 1..5, min ISR 2: slack 3, so three of them may restart together, not
+    # four. At most 4 per batch still needs two batches: the lower bound is ⌈5 / 3⌉.
+    c = constraints_of([([1, 2, 3, 4, 5], 3)])
+    for size, batches in (
+        (3, [[1, 2, 3], [4, 5]]),
+        (4, [[1, 2, 3], [4, 5]]),
+        (5, [[1, 2, 3], [4, 5]]),
+    ):
+        plan = plan_roll(range(1, 6), size, c)
+        assert plan.batching == Batching(batches, 2), size
+        assert all(is_safe(b, c) for b in batches)
+    assert not is_safe([1, 2, 3, 4], c)
+    assert plan.largest == LargestBatch((1, 2, 3), 3)
+    # Nothing shared: all at once.
+    free = plan_roll(range(1, 6), 5, constraints_of([]))
+    assert free.batching == Batching([[1, 2, 3, 4, 5]], 1) and free.largest.upper_bound == 5
+
+
+def test_safety_beyond_pairs_needs_the_whole_replica_set() -> None:
+    # RF 3, min ISR 1 (slack 2): any two of 1, 2, 3 may be down together, not all three; a
+    # partition of RF 2, min ISR 1 on 3 and 4 (slack 1): 3 and 4 never together. Brokers 1-4
+    # by at most 3: the first fit puts 1, 2 together, then 3 (not with 1, 2: the first
+    # partition) and 4 (not with 1, 2: the second; not with 3) alone: three batches. The
+    # search finds two, [1, 3] and [2, 4]; the largest safe batch is two (every three brokers
+    # hold a whole RF-3 ISR or 3 and 4), so two batches is the fewest.
+    c = constraints_of([([4, 1, 2], 2), ([2, 1, 3], 2), ([4, 3], 1)])
+    assert first_fit([1, 2, 3, 4], 3, c) == [[1, 2], [3], [4]]
+    plan = plan_roll(range(1, 5), 3, c)
+    assert plan.batching == Batching([[1, 3], [2, 4]], 2)
+    assert plan.largest == LargestBatch((1, 2), 2)
+    # By two, a maximum matching of the compatible pairs (all but 3-4): 1-4 and 2-3 (or 1-3
+    # and 2-4); the first fit pairs 1 with 2 and leaves 3 and 4 alone.
+    assert len(first_fit([1, 2, 3, 4], 2, c)) == 3
+    two = plan_roll(range(1, 5), 2, c)
+    assert two.batching is not None and len(two.batching.batches) == 2 and two.batching.proven
+    assert all(is_safe(b, c) for b in two.batching.batches)
+
+
+def test_without_time_the_greedy_batching_stands_unproven() -> None:
+    # The case above with no time for the solver: the first fit's three batches (safe) and the
+    # bounds it cannot close — two batches at least, a safe batch of at most four brokers.
+    c = constraints_of([([4, 1, 2], 2), ([2, 1, 3], 2), ([4, 3], 1)])
+    plan = plan_roll(range(1, 5), 3, c, seconds=0.0)
+    assert plan.batching == Batching([[1, 2], [3], [4]], 2) and not plan.batching.proven
+    assert plan.largest == LargestBatch((1, 2), 4) and not plan.largest.proven
+
+
+def test_rack_batches() -> None:
     racks = {1: "b", 2: "a", 3: None, 4: "b", 5: "a", 6: None}
     # Racks by name, then every rackless broker alone.
     assert rack_batches(range(1, 7), racks) == [[2, 5], [1, 4], [3], [6]]
@@ -143,35 +176,66 @@ def test_id_order_and_rack_batches() -> None:
 
 @st.composite
 def isr_sets(draw: st.DrawFn) -> tuple[int, list[tuple[list[int], int]]]:
-    n = draw(st.integers(2, 8))
+    n = draw(st.integers(2, 6))
     parts = draw(
         st.lists(
             st.tuples(
-                st.lists(st.integers(1, n), min_size=2, max_size=min(n, 5), unique=True),
-                st.integers(1, 4),
+                st.lists(st.integers(1, n), min_size=1, max_size=min(n, 4), unique=True),
+                st.integers(0, 3),
             ),
-            max_size=12,
+            max_size=8,
         )
     )
     # (ISR, slack) with the slack below the ISR size, as min ISR ≥ 1 makes it.
     return n, [(isr, min(slack, len(isr) - 1)) for isr, slack in parts]
 
 
-@settings(max_examples=200, deadline=None)
-@given(isr_sets(), st.integers(1, 8))
-def test_greedy_batches_are_safe_for_every_partition(
+def set_partitions(items: list[int]) -> Iterator[list[list[int]]]:
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for smaller in set_partitions(rest):
+        yield [[first], *smaller]
+        for i in range(len(smaller)):
+            yield [*smaller[:i], [first, *smaller[i]], *smaller[i + 1 :]]
+
+
+def brute_safe(batch: Sequence[int], partitions: Sequence[tuple[list[int], int]]) -> bool:
+    """Straight from the rule: every partition of slack ≥ 1 keeps min ISR."""
+    return all(len(set(batch) & set(isr)) <= slack for isr, slack in partitions if slack >= 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(isr_sets(), st.integers(1, 6))
+def test_batches_are_safe_fewest_and_none_exists_is_true(
     case: tuple[int, list[tuple[list[int], int]]], size: int
 ) -> None:
     n, partitions = case
     size = min(size, n)
-    batches = greedy_batches(range(1, n + 1), size, pair_slacks(partitions))
-    if batches is None:
-        return
-    assert sorted(b for batch in batches for b in batch) == list(range(1, n + 1))
-    assert len(batches) == -(-n // size) and all(len(b) <= size for b in batches)
-    for isr, slack in partitions:
-        for batch in batches:
-            assert len(set(batch) & set(isr)) <= slack, (batch, isr, slack)
+    brokers = list(range(1, n + 1))
+    c = constraints_of(partitions)
+    assert c.always_unsafe == sum(1 for _, slack in partitions if slack <= 0)
+    plan = plan_roll(brokers, size, c)
+    assert plan.batching is not None
+    batches = plan.batching.batches
+    assert sorted(b for batch in batches for b in batch) == brokers
+    assert all(len(b) <= size and brute_safe(b, partitions) for b in batches)
+    fewest = min(
+        len(p)
+        for p in set_partitions(brokers)
+        if all(len(b) <= size and brute_safe(b, partitions) for b in p)
+    )
+    # Small cases are always proven: the batching is the fewest, and "⌈n/N⌉ batches do not
+    # suffice" is true exactly when the bound says so.
+    assert plan.batching.proven and len(batches) == fewest == plan.batching.lower_bound
+    largest = max(
+        (len(b) for p in set_partitions(brokers) for b in p if brute_safe(b, partitions)),
+        default=0,
+    )
+    assert brute_safe(plan.largest.brokers, partitions)
+    assert len(plan.largest.brokers) == largest == plan.largest.upper_bound
+    assert max(len(b) for b in batches) <= largest
 
 
 # -- hand-worked clusters (Spark) ----------------------------------------------------------------
@@ -194,7 +258,7 @@ def test_roll_one_at_a_time_with_a_partition_at_min_isr(spark: SparkSession) -> 
     assert summary["max_safe_batch"] == 0
     assert summary["max_safe_batch_others"] == 1
     assert summary["batches"] == [[1], [2], [3], [4]]
-    assert summary["batches_from"] == "greedy"
+    assert summary["batches_from"] == "fewest"
     assert summary["safe"] is False
     assert summary["unsafe_partitions"] == [
         {"topic": "orders", "partition": 2, "isr": [3, 4], "min_isr": 2,
@@ -233,6 +297,25 @@ def test_roll_two_at_a_time_finds_the_racks(spark: SparkSession) -> None:
     # orders-5's leader 1 was not its preferred 6: after the roll 6 leads it.
     assert summary["leaders_per_broker_before"] == {"1": 2, "2": 2, "3": 1, "4": 2, "5": 1, "6": 0}
     assert summary["leaders_per_broker_after"] == {"1": 1, "2": 2, "3": 1, "4": 2, "5": 1, "6": 1}
+
+
+def test_roll_three_at_a_time_says_two_batches_cannot_be_safe(spark: SparkSession) -> None:
+    # roll-racks.txt by at most 3: no two brokers of different racks may be down together
+    # (orders, slack 1), so the fewest safe batches are the three racks, proven; ⌈6/3⌉ = 2
+    # batches do not suffice. The summary agrees with itself: the largest safe batch is two
+    # brokers, one of the batches returned, and every batch is safe but for logs-1 (slack 0).
+    cluster = load_cluster(spark, describe=RACKS)
+    got = answer(spark, cluster, RollOptions(batch=3))
+    summary = got.summary
+    assert summary["batches"] == [[1, 2], [3, 4], [5, 6]]
+    assert summary["batches_from"] == "fewest" and summary["batches_proven_fewest"] is True
+    assert (summary["batches_lower_bound"], summary["batches_at_n"]) == (3, 2)
+    assert summary["fits_batches_at_n"] is False
+    assert summary["max_safe_batch_brokers"] in summary["batches"]
+    assert summary["max_safe_batch_proven"] is True
+    assert (summary["max_safe_batch"], summary["max_safe_batch_others"]) == (0, 2)
+    assert [b["under_min_isr"] + b["offline"] for b in summary["per_batch"]] == [0, 1, 0]
+    assert "No safe batching of at most 3 fits in 2 batches (proven)." in got.lines
 
 
 def test_roll_batch_larger_than_the_cluster_is_an_input_error(spark: SparkSession) -> None:
@@ -281,6 +364,11 @@ def test_batch_evaluation_matches_the_plain_python_walk(
     assert got == expected
     after = with_leader_chain(form, batches).select("partition", "leader_after").collect()
     assert sorted((r[0], r[1]) for r in after) == list(enumerate(leaders_after))
+    # The constraints Spark reduces to distinct replica sets are those of every partition.
+    live_isrs = [[b for b in r["isr"] if b in set(live)] for r in rows]
+    assert batch_constraints(form) == constraints_of(
+        (isr, len(isr) - r["min_isr"]) for isr, r in zip(live_isrs, rows, strict=True)
+    )
 
 
 # -- end to end ----------------------------------------------------------------------------------
@@ -306,6 +394,19 @@ def test_kce_whatif_roll_by_rack_end_to_end(spark: SparkSession, tmp_path: Path)
         assert (out / f"{table}.parquet").is_dir()
     report = (out / "report.html").read_text(encoding="utf-8")
     assert report.count("<svg") >= 2 and "min-ISR margin" in report
+
+
+def test_kce_whatif_roll_solver_seconds_out_of_range_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse's own error: exit 2 before anything runs.
+    argv = ["whatif", "roll", "--describe", str(RACKS), "--batch", "2", "--solver-seconds"]
+    for value, message in (("0", "must be above 0"), ("7200", "must be at most 3600")):
+        with pytest.raises(SystemExit) as exit:
+            main([*argv, value, "--out", str(tmp_path / "x")])
+        assert exit.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_kce_whatif_roll_by_rack_without_racks_exits_2(

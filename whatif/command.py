@@ -29,6 +29,9 @@ from whatif.options import (
     ScaleOutOptions,
 )
 
+# roll's exact search stops by then (an hour).
+MAX_SOLVER_SECONDS = 3600.0
+
 # Question → (module, function, help).
 QUESTIONS: dict[str, tuple[str, str, str]] = {
     "fail": ("whatif.failure", "answer", "brokers, a rack, or any K brokers fail"),
@@ -82,6 +85,13 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def _at_most_seconds(text: str) -> float:
+    value = _rate(text)
+    if value > MAX_SOLVER_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SOLVER_SECONDS:g}, got {text}")
     return value
 
 
@@ -141,9 +151,23 @@ def add_parser(sub: Any) -> Any:
             )
         elif name == "decommission":
             q.add_argument("--brokers", type=_ids, required=True, help="broker ids, e.g. 1,2")
+            q.add_argument(
+                "--rebalance",
+                action="store_true",
+                help="also balance the other brokers' replicas and preferred leaders (by "
+                "default only the decommissioned brokers' replicas move)",
+            )
         elif name == "roll":
             q.add_argument(
                 "--batch", type=_batch, required=True, metavar="N|rack", help="batch size"
+            )
+            q.add_argument(
+                "--solver-seconds",
+                type=_at_most_seconds,
+                default=10.0,
+                metavar="S",
+                help="time for the exact search of batches (10; at most "
+                f"{MAX_SOLVER_SECONDS:g}): past it the best batching found, said so",
             )
         elif name == "scale-out":
             q.add_argument("--add", type=_at_most(MAX_BROKERS), required=True, help="new brokers")
@@ -209,10 +233,10 @@ def question_options(args: argparse.Namespace) -> Any:
     if q == "fail":
         return FailOptions(args.brokers, args.rack, args.any, args.samples, args.seed)
     if q == "decommission":
-        return DecommissionOptions(args.brokers, args.seed)
+        return DecommissionOptions(args.brokers, args.seed, args.rebalance)
     if q == "roll":
         by_rack = args.batch == "rack"
-        return RollOptions(None if by_rack else int(args.batch), by_rack)
+        return RollOptions(None if by_rack else int(args.batch), by_rack, args.solver_seconds)
     if q == "scale-out":
         racks = None if args.racks is None else tuple(r.strip() for r in args.racks.split(","))
         if racks is not None and len(racks) != args.add:

@@ -23,16 +23,22 @@ class FailOptions:
 
 @dataclass(frozen=True)
 class DecommissionOptions:
+    """``decommission --brokers B``: move only B's replicas, unless ``rebalance`` (then also
+    balance every other broker's replicas and preferred leaders, as ``rebalance`` does)."""
+
     brokers: tuple[int, ...]
     seed: int = 0
+    rebalance: bool = False
 
 
 @dataclass(frozen=True)
 class RollOptions:
-    """``roll``: batches of ``batch`` brokers, or one rack at a time when ``by_rack``."""
+    """``roll``: batches of at most ``batch`` brokers, or one rack at a time when ``by_rack``;
+    ``solver_seconds`` bounds the search for the fewest batches and the largest safe batch."""
 
     batch: int | None = None
     by_rack: bool = False
+    solver_seconds: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,14 @@ cluster's brokers have racks the new ones need them too (else rack awareness wou
 
 ``decommission --brokers B``: first the controlled shutdown of B, all of B shutting down together
 (``whatif.controlled_shutdown``, §8.4): the leaders it moves, the partitions it leaves offline or
-under min ISR until the move. Then the plan moves every replica off B.
+under min ISR until the move. Then the plan moves every replica off B and nothing else: each to
+the remaining broker with the fewest replicas among those keeping the partition's replicas in
+distinct racks where possible, in B's place in the replica list. ``--rebalance`` also balances
+the others, as ``rebalance`` does.
 
-Replicas on brokers that are neither live nor added (known only from replica lists) are moved off
-like a decommissioned broker's: nothing can be balanced onto a broker that is down.
+When balancing (``scale-out``, ``rebalance``, ``decommission --rebalance``), replicas on brokers
+that are neither live nor added (known only from replica lists) are moved off like a
+decommissioned broker's: nothing can be balanced onto a broker that is down.
 """
 
 from __future__ import annotations
@@ -104,13 +108,19 @@ def decommission(
         )
     target = PlacementTarget(remaining, cluster.racks, frozenset(gone), options.seed)
     shutdown, shutdown_section = controlled_shutdown(cluster, gone)
-    head: dict[str, Any] = {"decommissioned_brokers": gone, **shutdown}
+    head: dict[str, Any] = {
+        "decommissioned_brokers": gone,
+        "rebalance": options.rebalance,
+        **shutdown,
+    }
     lines = [
         f"decommission {_ids(gone)}: controlled shutdown moves {shutdown['shutdown_leaders_moved']}"
         f" leader(s); {shutdown['shutdown_offline_partitions']} partition(s) offline, "
         f"{shutdown['shutdown_under_min_isr_partitions']} under min ISR until the move",
     ]
-    return _answer("decommission", cluster, target, head, lines, [shutdown_section])
+    return _answer(
+        "decommission", cluster, target, head, lines, [shutdown_section], options.rebalance
+    )
 
 
 def _replica_brokers(partitions: DataFrame) -> set[int]:
@@ -128,9 +138,10 @@ def _answer(
     head: dict[str, Any],
     lines: list[str],
     sections: list[Section],
+    rebalance: bool = True,
 ) -> Answer:
     with without_gc():
-        return _placements(question, cluster, target, head, lines, sections)
+        return _placements(question, cluster, target, head, lines, sections, rebalance)
 
 
 def _placements(
@@ -140,8 +151,9 @@ def _placements(
     head: dict[str, Any],
     lines: list[str],
     sections: list[Section],
+    rebalance: bool,
 ) -> Answer:
-    plan = plan_placement(cluster.partitions, target, cluster.sizes)
+    plan = plan_placement(cluster.partitions, target, cluster.sizes, rebalance=rebalance)
     receivers = [b for b in target.brokers if b not in target.removed]
     too_wide = [rf for rf in plan.replication_factors if rf > len(receivers)]
     if too_wide:

@@ -165,19 +165,23 @@ class Greedy:
         self.bytes_moved += self.size.get(key, 0)
 
     def empty_removed(self) -> None:
-        """Move every offered replica off the removed brokers, each to the emptiest broker that
-        keeps the partition's rack spread (or, when none can, the emptiest one at all)."""
+        """Move every offered replica off the removed brokers, each to the emptiest broker of a
+        rack the partition's other replicas do not use (Kafka's rack-aware rule: distinct racks
+        where possible), or, when every rack is used, the emptiest broker at all."""
         for donor in sorted(b for b in self.candidates if b in self.target.removed):
             for key in self.candidates[donor]:
                 reps = self.current[key]
                 if donor not in reps:
                     continue
-                receiver, _ = self._receiver(reps, self._allowed_groups(reps, donor), None)
+                used = {self.rack_of.get(b) for b in reps if b != donor}
+                unused = [g for g in self._groups if g not in used] if self.rack_aware else []
+                receiver, _ = self._receiver(reps, unused, None)
                 if receiver is None:
                     receiver, _ = self._receiver(reps, self._groups, None)
                     if receiver is None:
                         continue  # RF above the receivers: nothing can take it
-                    self.rack_spread_reduced += 1
+                    if self.rack_aware and self.rack_of.get(donor) not in used:  # rack lost
+                        self.rack_spread_reduced += 1
                 self._move(key, donor, receiver)
             self.position[donor] = len(self.candidates[donor])
 

@@ -15,6 +15,11 @@ that may take it). A broker whose sample runs out is sampled again, with a large
 most ``MAX_ROUNDS`` rounds. Preferred leaders follow the same pattern over the partitions the
 replica pass touched plus a sample of the others led by leader-heavy brokers.
 
+Without ``rebalance`` (``decommission`` unless ``--rebalance``) only the removed brokers are
+sampled and emptied, and the preferred leaders are balanced by reordering only those partitions:
+every other partition stays as it is, and the lower bound is the replicas on the removed brokers
+(each must move, nothing else need).
+
 The lower bound (``lower_bound_moves``) is the fewest replica moves that give every broker a count
 within one of the others with the removed brokers empty, racks ignored: the final counts are the
 floor or ceiling of the mean, the ceilings going to the fullest brokers, and each broker above its
@@ -133,10 +138,16 @@ def plan_placement(
     target: PlacementTarget,
     sizes: DataFrame | None = None,
     full_collect_partitions: int = FULL_COLLECT_PARTITIONS,
+    rebalance: bool = True,
 ) -> PlacementPlan:
-    """The minimal-movement plan for ``partitions`` (``PARTITIONS_SCHEMA``) onto ``target``."""
+    """The minimal-movement plan for ``partitions`` (``PARTITIONS_SCHEMA``) onto ``target``.
+
+    ``rebalance`` False: only the partitions holding a replica on ``target.removed`` change:
+    that replica moves (to the remaining broker with the fewest replicas among those keeping the
+    partition's racks distinct where possible), and their replica order balances preferred
+    leaders; no other partition changes."""
     with without_gc():
-        return _plan_placement(partitions, target, sizes, full_collect_partitions)
+        return _plan_placement(partitions, target, sizes, full_collect_partitions, rebalance)
 
 
 def _plan_placement(
@@ -144,12 +155,15 @@ def _plan_placement(
     target: PlacementTarget,
     sizes: DataFrame | None,
     full_collect_partitions: int,
+    rebalance: bool,
 ) -> PlacementPlan:
     sized = with_bytes(partitions, sizes)
     with timed("per-broker counts"):
         stats = broker_stats(partitions)
-    # Replicas on brokers outside the target (not live) leave too: nothing may stay there.
-    leaving = {b for b in stats.replicas if b in target.removed or b not in set(target.brokers)}
+    # Replicas on brokers outside the target (not live) leave too when rebalancing: nothing may
+    # stay there. Without it only the removed brokers are emptied.
+    live = set(target.brokers)
+    leaving = {b for b in stats.replicas if b in target.removed or (rebalance and b not in live)}
     target = PlacementTarget(target.brokers, target.racks, frozenset(leaving), target.seed)
     greedy = Greedy(target, stats.replicas, stats.leaders)
     receivers = greedy.receivers
@@ -158,7 +172,7 @@ def _plan_placement(
     quota: dict[int, float] = {}
     for b, n in stats.replicas.items():
         excess = n if b in leaving else max(0, n - ceil[b])
-        if excess > 0 or small:
+        if b in leaving or (rebalance and (excess > 0 or small)):
             quota[b] = n if (b in leaving or small) else SAMPLE_FACTOR * excess + SAMPLE_SLACK
     rounds = 0
     while quota and rounds < MAX_ROUNDS:
@@ -176,9 +190,16 @@ def _plan_placement(
         with timed(f"replica moves, round {rounds} ({len(rows)} candidates)"):
             if rounds == 1:
                 greedy.empty_removed()
+            if not rebalance:
+                break
             starved = greedy.balance_replicas()
         quota = {b: 2 * quota[b] + SAMPLE_SLACK for b in starved if b in quota}
-    _balance_leaders(greedy, sized, stats, target, small)
+    if rebalance:
+        _balance_leaders(greedy, sized, stats, target, small)
+    else:
+        # The greedy knows only the partitions that move anyway: reordering their replicas
+        # balances preferred leaders without touching any other partition or moving data.
+        greedy.balance_leaders()
     final = greedy.changed()
     original = {k: greedy.original[k] for k in final}
     leaders_moved = sum(1 for k in final if final[k][0] != original[k][0])
@@ -189,7 +210,11 @@ def _plan_placement(
         replicas_after={b: n for b, n in greedy.count.items() if n or b in set(receivers)},
         leaders_before=dict(stats.leaders),
         leaders_after={b: n for b, n in greedy.leaders.items() if n or b in set(receivers)},
-        lower_bound_moves=lower_bound_moves(stats.replicas, receivers),
+        lower_bound_moves=(
+            lower_bound_moves(stats.replicas, receivers)
+            if rebalance
+            else sum(stats.replicas[b] for b in leaving)
+        ),
         replicas_moved=greedy.replicas_moved,
         bytes_moved=greedy.bytes_moved,
         leaders_moved=leaders_moved,

@@ -1,18 +1,20 @@
 """``kce whatif roll``: a rolling restart in batches, and whether it keeps min.insync.replicas.
 
-The live brokers are split into batches: ``--batch N`` gives ⌈n/N⌉ batches of at most N brokers,
-formed by the greedy of ``whatif.roll_batches`` (or in id order when it finds no safe batching);
-``--batch rack`` rolls one rack per batch. Each batch goes through Kafka's controlled shutdown,
-restart and catch-up, and preferred election (``whatif.roll_evaluation``, spec §8.4, §11).
+``--batch N``: the live brokers in the fewest batches of at most N brokers that keep every
+partition at or above min ISR (``whatif.roll_solver``: exact, or the best found in the time
+limit, said so); ``--batch rack`` rolls one rack per batch. Each batch goes through Kafka's
+controlled shutdown, restart and catch-up, and preferred election (``whatif.roll_evaluation``,
+spec §8.4, §11).
 
 The answer: per batch, the partitions under min ISR or offline, the smallest min-ISR margin and
-the leaders moved; ``max_safe_batch`` (and ``max_safe_batch_others``); the ``unsafe_partitions``
-that make a safe batching impossible at the requested size; leaders per broker before and after
-the roll. ``ASSUMPTION`` says what every figure takes for granted.
+the leaders moved; ``max_safe_batch`` (the most brokers that can be down together, with one such
+batch); whether ⌈n/N⌉ batches suffice; the ``unsafe_partitions`` no batching keeps safe; leaders
+per broker before and after the roll. ``ASSUMPTION`` says what every figure takes for granted.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,15 +29,7 @@ from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.options import RollOptions
-from whatif.roll_batches import (
-    REASON,
-    conflict_pairs,
-    greedy_batches,
-    id_order_batches,
-    max_safe_batch,
-    rack_batches,
-    unsafe_rows,
-)
+from whatif.roll_batches import REASON, batch_constraints, rack_batches, unsafe_rows
 from whatif.roll_evaluation import (
     BATCH,
     LEADER_AFTER,
@@ -46,6 +40,7 @@ from whatif.roll_evaluation import (
     partition_form,
     with_leader_chain,
 )
+from whatif.roll_solver import RollPlan, plan_roll
 
 LEADER_BEFORE = "leader_before"
 # The summary lists at most this many unsafe partitions (the count is always exact).
@@ -86,19 +81,15 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) ->
     size = options.batch
     by_rack = check_batches(brokers, cluster.racks, options)
     form = partition_form(spark, cluster)
-    pairs, always_unsafe = conflict_pairs(form)
-    largest = max_safe_batch(brokers, pairs)
-    if by_rack is not None:
-        batches, chosen_by = by_rack, "racks"
+    constraints = batch_constraints(form)
+    plan = plan_roll(brokers, None if by_rack else size, constraints, options.solver_seconds)
+    if plan.batching is None:
+        assert by_rack is not None
+        batches = by_rack
     else:
-        assert size is not None
-        greedy = greedy_batches(brokers, size, pairs)
-        if greedy is not None:
-            batches, chosen_by = greedy, "greedy"
-        else:
-            batches, chosen_by = id_order_batches(brokers, size), "id order"
+        batches = plan.batching.batches
     results, at_risk = evaluate_batches(form, batches)
-    unsafe = unsafe_rows(form, batches, None if options.by_rack else size)
+    unsafe = unsafe_rows(form, batches if options.by_rack else None)
     listed = unsafe.orderBy(s.TOPIC, s.PARTITION).limit(MAX_LISTED + 1).collect()
     unsafe_count = len(listed) if len(listed) <= MAX_LISTED else unsafe.count()
     unsafe_list = [
@@ -116,25 +107,50 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: RollOptions) ->
     safe = all(r.under_min_isr == 0 and r.offline == 0 for r in results)
     summary: dict[str, Any] = {
         "batch_size": "rack" if options.by_rack else size,
-        "max_safe_batch": 0 if always_unsafe else largest,
-        "max_safe_batch_others": largest,
+        **_plan_summary(plan, len(brokers), size, constraints.always_unsafe),
         "batches": [list(b) for b in batches],
-        "batches_from": chosen_by,
         "safe": safe,
         "unsafe_partitions": unsafe_list,
         "unsafe_partition_count": unsafe_count,
         "per_batch": [r.as_json() for r in results],
         "leaders_per_broker_before": {str(b): before.get(b, 0) for b in brokers},
         "leaders_per_broker_after": {str(b): after.get(b, 0) for b in brokers},
+        "solver_seconds": options.solver_seconds,
         "assumption": ASSUMPTION,
     }
     return Answer(
         question="roll",
         summary=summary,
-        lines=_lines(summary, results, unsafe_list, always_unsafe),
+        lines=_lines(summary, results, unsafe_list, constraints.always_unsafe),
         tables=_tables(spark, cluster, batches, chained, at_risk, before, after),
         sections=_sections(summary, results, unsafe_list, before, after),
     )
+
+
+def _plan_summary(
+    plan: RollPlan, brokers: int, size: int | None, always_unsafe: int
+) -> dict[str, Any]:
+    """The batching's figures: how the batches were chosen, what is proven."""
+    largest = plan.largest
+    out: dict[str, Any] = {
+        "max_safe_batch": 0 if always_unsafe else len(largest.brokers),
+        "max_safe_batch_others": len(largest.brokers),
+        "max_safe_batch_brokers": list(largest.brokers),
+        "max_safe_batch_upper_bound": largest.upper_bound,
+        "max_safe_batch_proven": largest.proven,
+    }
+    if plan.batching is None:
+        return {**out, "batches_from": "racks"}
+    batching = plan.batching
+    assert size is not None
+    return {
+        **out,
+        "batches_from": "fewest" if batching.proven else "best found (time limit)",
+        "batches_proven_fewest": batching.proven,
+        "batches_lower_bound": batching.lower_bound,
+        "batches_at_n": math.ceil(brokers / size),
+        "fits_batches_at_n": len(batching.batches) <= math.ceil(brokers / size),
+    }
 
 
 def _leaders_per_broker(
@@ -168,13 +184,24 @@ def _lines(
     unsafe: Sequence[Mapping[str, Any]],
     always_unsafe: int,
 ) -> list[str]:
-    how = {
-        "racks": "one rack per batch",
-        "greedy": f"batches of at most {summary['batch_size']}, ordered by the greedy",
-        "id order": f"batches of {summary['batch_size']} in id order (the greedy found no safe "
-        "batching)",
-    }[summary["batches_from"]]
-    lines = [f"Rolling restart in {len(results)} batches, {how}."]
+    n, count = summary["batch_size"], len(results)
+    if summary["batches_from"] == "racks":
+        lines = [f"Rolling restart in {count} batches, one rack per batch."]
+    elif summary["batches_proven_fewest"]:
+        lines = [f"Rolling restart in {count} batches of at most {n}: the fewest that keep "
+                 "every partition that can be kept at min ISR (proven)."]  # fmt: skip
+    else:
+        lines = [
+            f"Rolling restart in {count} batches of at most {n}: the fewest found in "
+            f"{summary['solver_seconds']:g} s; at least {summary['batches_lower_bound']} needed "
+            "(not proven optimal)."
+        ]
+    if summary["batches_from"] != "racks" and not summary["fits_batches_at_n"]:
+        at_n = summary["batches_at_n"]
+        if summary["batches_lower_bound"] > at_n:
+            lines.append(f"No safe batching of at most {n} fits in {at_n} batches (proven).")
+        else:
+            lines.append(f"No safe batching in {at_n} batches found in the time limit.")
     if summary["safe"]:
         lines.append("Every partition stays at or above min.insync.replicas in every batch.")
     else:
@@ -183,9 +210,21 @@ def _lines(
             f"Not safe: worst batch {list(worst.brokers)} leaves {worst.under_min_isr} "
             f"partitions under min ISR and {worst.offline} offline (margin {worst.min_margin})."
         )
+    largest = summary["max_safe_batch_brokers"]
+    shown = ",".join(map(str, largest[:8])) + ("…" if len(largest) > 8 else "")
+    bound = (
+        "proven"
+        if summary["max_safe_batch_proven"]
+        else f"at most {summary['max_safe_batch_upper_bound']}: not proven"
+    )
     lines.append(
-        f"Largest safe batch size: {summary['max_safe_batch']} (greedy; "
-        f"{summary['max_safe_batch_others']} for the partitions that can be kept safe)."
+        f"Largest safe batch: {summary['max_safe_batch_others']} brokers ({shown}; {bound})"
+        + (
+            f" for the partitions that can be kept safe; 0 counting the {always_unsafe} "
+            "that cannot."
+            if always_unsafe
+            else "."
+        )
     )
     moved = sum(r.leaders_moved for r in results)
     lines.append(f"Leaders moved by controlled shutdowns: {moved} over the whole roll.")

@@ -1,34 +1,36 @@
-"""Choosing a rolling restart's batches: which brokers may restart together.
+"""Which brokers a rolling restart may take down together: the constraints, and their checks.
 
-**Safe batchings.** A batching is safe when no partition drops under min ISR in any batch; since
-the ISR is restored between batches, the order of the batches does not matter, only which
-brokers share one. A batching "of size N" splits the live brokers into ⌈n/N⌉ batches of at most N
-brokers. A partition with ISR slack ``s = |live ISR| − min.insync.replicas`` allows at most ``s``
-of its ISR members in the same batch, so a partition with ``s ≤ 0`` (at min ISR already, below
-it, or offline) makes every batching unsafe. ``max_safe_batch`` is the most brokers one batch of a
-safe batching restarts together — the largest batch of the greedy's batching for the largest N
-it succeeds at (0 when some partition makes every batching unsafe); ``max_safe_batch_others``
-the same over the partitions with ``s ≥ 1``.
+**Safe batches.** A batch (the brokers down at once) is safe when no partition drops under
+min ISR while it is down; since the ISR is restored between batches, the order of the batches
+does not matter, only which brokers share one. A partition with ISR slack ``s = |live ISR| −
+min.insync.replicas`` allows at most ``s`` of its live ISR members in one batch, so a partition
+with ``s ≤ 0`` (at min ISR already, below it, or offline) makes every batching unsafe; the
+batches are then chosen for the other partitions (``always_unsafe`` counts those).
 
-Finding a safe batching is graph colouring: brokers sharing a tight partition may not share a
-batch. The planner collects, per pair of brokers, the smallest slack of the partitions whose ISR
-holds both (aggregated in Spark: at most brokers² rows) and places the brokers, most conflicted
-first, into the first batch that keeps, for every broker x of the batch, ``1 + (batch members
-sharing a partition with x) ≤ (the smallest slack among those pairs)`` — a sufficient condition
-for ``|batch ∩ ISR| ≤ s`` of every partition. It is a greedy: when it finds no safe batching,
-one may still exist (``batches_from`` says "id order": the brokers in id order, N at a time).
-Every batching reported is then evaluated exactly, all batches in one Spark job.
+**Constraints.** Spark reduces the partitions to their distinct (live ISR as a set, slack) pairs
+— at most one row per replica set, however many partitions share it — and the driver keeps:
 
-``unsafe_partitions``: the partitions that make a safe batching impossible on their own at the
-requested size (``--batch N``: their ISR does not fit in ⌈n/N⌉ batches at ``min(s, N)`` per
-batch; ``--batch rack``: a rack holds more than ``s`` of their ISR). ``--batch rack`` rolls one
-rack per batch, racks in name order, then every rackless broker on its own.
+* ``conflicts``: the pairs of brokers that may never share a batch (both in the ISR of a
+  partition of slack 1: any two of its ISR members down together drop it under min ISR);
+* ``limits``: the (ISR, slack ≥ 2) sets that bind a batch of three or more brokers (RF 3, min
+  ISR 1: the three replicas may not all be down together). Safety is not pairwise beyond two.
+
+Two brokers in different components of the *compatibility* graph (brokers linked when they do
+not conflict) never share a batch: every question splits into those components
+(``compatible_groups``). ``first_fit`` is the greedy behind every exact search: brokers, most
+constrained first, each into the first batch it keeps safe, a new batch when none does; it
+always succeeds (one broker alone is safe for every partition of slack ≥ 1).
+
+``unsafe_partitions``: ``--batch N``: the partitions of slack ≤ 0 (the others are kept safe by
+the batches chosen); ``--batch rack``: also those of which a rack holds more than ``s`` of the
+ISR. ``--batch rack`` rolls one rack per batch, racks in name order, then every rackless broker
+on its own.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -39,92 +41,134 @@ from whatif.roll_evaluation import ISR_LIVE, LIVE_ISR_SIZE, MIN_ISR, SLACK, batc
 
 # The column of ``unsafe_rows`` that says why a partition is unsafe.
 REASON = "reason"
+_UNSAFE_KEY = -1
 
 
-def conflict_pairs(form: DataFrame) -> tuple[dict[tuple[int, int], int], int]:
-    """(pairs, always unsafe): for each pair of brokers (a < b) both in the live ISR of some
-    partition with slack ≥ 1, the smallest such slack; and how many partitions have slack ≤ 0
-    (no batching keeps them at or above min ISR). One Spark job."""
+@dataclass(frozen=True)
+class Constraints:
+    """What a safe batch must respect (see the module docstring)."""
+
+    conflicts: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    limits: tuple[tuple[frozenset[int], int], ...] = ()
+    always_unsafe: int = 0
+
+    def conflicting(self, broker: int) -> frozenset[int]:
+        return self.conflicts.get(broker, frozenset())
+
+    def limits_within(self, group: Iterable[int]) -> list[tuple[frozenset[int], int]]:
+        """The limits restricted to ``group`` that a batch of ``group`` could break."""
+        members = set(group)
+        out = []
+        for isr, slack in self.limits:
+            inside = isr & members
+            if len(inside) > slack:
+                out.append((frozenset(inside), slack))
+        return out
+
+
+def constraints_of(partitions: Iterable[tuple[Sequence[int], int]]) -> Constraints:
+    """Constraints from (live ISR, slack) per partition (or per distinct pair: repeats change
+    nothing but ``always_unsafe``)."""
+    conflicts: dict[int, set[int]] = {}
+    limits: dict[frozenset[int], int] = {}
+    unsafe = 0
+    for isr, slack in partitions:
+        members = frozenset(isr)
+        if slack <= 0:
+            unsafe += 1
+        elif len(members) <= slack:
+            continue
+        elif slack == 1:
+            for a in members:
+                conflicts.setdefault(a, set()).update(members - {a})
+        else:
+            limits[members] = min(slack, limits.get(members, slack))
+    return Constraints(
+        {b: frozenset(c) for b, c in conflicts.items()},
+        tuple(sorted(limits.items(), key=lambda kv: (sorted(kv[0]), kv[1]))),
+        unsafe,
+    )
+
+
+def batch_constraints(form: DataFrame) -> Constraints:
+    """The constraints of ``form`` (``roll_evaluation.partition_form``): one Spark job whose
+    driver side is one row per distinct (live ISR, slack) that binds, plus one row counting the
+    partitions of slack ≤ 0."""
     slack = F.col(SLACK)
-    # A partition of slack ≤ 0 is one (-1, -1) row: the same aggregation counts them.
-    first = (
-        F.when(slack <= 0, F.array(F.lit(-1)))
-        .when(F.col(LIVE_ISR_SIZE) >= 2, F.col(ISR_LIVE))
-        .otherwise(F.array().cast("array<int>"))
-    )
-    rows = form.select(F.explode(first).alias("a"), ISR_LIVE, SLACK)
-    second = F.when(F.col("a") == -1, F.array(F.lit(-1))).otherwise(
-        F.filter(ISR_LIVE, lambda x: x > F.col("a"))
-    )
-    found = (
-        rows.select("a", F.explode(second).alias("b"), SLACK)
-        .groupBy("a", "b")
-        .agg(F.min(SLACK).alias(SLACK), F.count(F.lit(1)).alias("n"))
+    unsafe = slack <= 0
+    isr = F.when(unsafe, F.array(F.lit(_UNSAFE_KEY))).otherwise(F.array_sort(ISR_LIVE))
+    rows = (
+        form.where(unsafe | (F.col(LIVE_ISR_SIZE) > slack))
+        .groupBy(isr.alias("isr"), F.when(unsafe, F.lit(0)).otherwise(slack).alias(SLACK))
+        .count()
         .collect()
     )
-    out: dict[tuple[int, int], int] = {}
-    unsafe = 0
-    for r in found:
-        if r["a"] == -1:
-            unsafe = int(r["n"])
+    always_unsafe = sum(int(r["count"]) for r in rows if r[SLACK] <= 0)
+    found = constraints_of(
+        ([int(b) for b in r["isr"]], int(r[SLACK])) for r in rows if r[SLACK] > 0
+    )
+    return Constraints(found.conflicts, found.limits, always_unsafe)
+
+
+def is_safe(batch: Iterable[int], constraints: Constraints) -> bool:
+    """No partition of slack ≥ 1 under min ISR while ``batch`` is down."""
+    members = set(batch)
+    if any(constraints.conflicting(b) & members for b in members):
+        return False
+    return all(len(isr & members) <= slack for isr, slack in constraints.limits)
+
+
+def compatible_groups(brokers: Iterable[int], constraints: Constraints) -> list[list[int]]:
+    """The components of the compatibility graph (brokers linked when no partition forbids the
+    pair), each sorted, by smallest id: no batch spans two of them."""
+    unseen = set(brokers)
+    groups = []
+    while unseen:
+        start = min(unseen)
+        unseen.discard(start)
+        group, frontier = [start], [start]
+        while frontier:
+            linked = unseen - constraints.conflicting(frontier.pop())
+            unseen -= linked
+            group.extend(linked)
+            frontier.extend(linked)
+        groups.append(sorted(group))
+    return groups
+
+
+def first_fit(group: Sequence[int], size: int, constraints: Constraints) -> list[list[int]]:
+    """A safe batching of ``group`` into batches of at most ``size``: brokers by most conflicts
+    and limits, then id, each into the first batch it keeps safe (a new one when none does)."""
+    limits = constraints.limits_within(group)
+    touching: dict[int, list[int]] = {b: [] for b in group}
+    for i, (isr, _) in enumerate(limits):
+        for b in isr:
+            touching[b].append(i)
+    order = sorted(group, key=lambda b: (-len(constraints.conflicting(b)) - len(touching[b]), b))
+    batches: list[list[int]] = []
+    counts: list[dict[int, int]] = []  # per batch: members per limit
+    for b in order:
+        banned = constraints.conflicting(b)
+        for batch, count in zip(batches, counts, strict=True):
+            if (
+                len(batch) < size
+                and not banned.intersection(batch)
+                and all(count.get(i, 0) < limits[i][1] for i in touching[b])
+            ):
+                break
         else:
-            out[(int(r["a"]), int(r["b"]))] = int(r[SLACK])
-    return out, unsafe
+            batch, count = [], {}
+            batches.append(batch)
+            counts.append(count)
+        batch.append(b)
+        for i in touching[b]:
+            count[i] = count.get(i, 0) + 1
+    return ordered(batches)
 
 
-def greedy_batches(
-    brokers: Sequence[int], size: int, pairs: Mapping[tuple[int, int], int]
-) -> list[list[int]] | None:
-    """A batching of ``brokers`` into ⌈n/size⌉ batches of at most ``size`` that the pair slacks
-    prove safe, or None when the greedy finds none.
-
-    Welsh–Powell order (most conflicting pairs first, then id), first batch that fits. A broker
-    x fits batch B when, after adding it, every member y of B still has ``1 + (members sharing a
-    partition with y) ≤ (smallest pair slack of y within B)``: any partition's ISR members in
-    B are y and some of those neighbours, and the partition's slack is at least that smallest
-    pair slack, so the batch holds at most slack of them.
-    """
-    n = len(brokers)
-    if n == 0:
-        return []
-    count = math.ceil(n / size)
-    neighbours: dict[int, dict[int, int]] = {b: {} for b in brokers}
-    for (a, b), slack in pairs.items():
-        if a in neighbours and b in neighbours:
-            neighbours[a][b] = slack
-            neighbours[b][a] = slack
-    order = sorted(brokers, key=lambda b: (-len(neighbours[b]), b))
-    members: list[list[int]] = [[] for _ in range(count)]
-    # Per batch and member: how many neighbours it has in the batch, and their smallest slack.
-    degree: list[dict[int, int]] = [{} for _ in range(count)]
-    tightest: list[dict[int, int]] = [{} for _ in range(count)]
-    for x in order:
-        for i in range(count):
-            if len(members[i]) >= size:
-                continue
-            linked = [y for y in members[i] if y in neighbours[x]]
-            if linked:
-                own = min(neighbours[x][y] for y in linked)
-                if len(linked) + 1 > own:
-                    continue
-                if any(degree[i][y] + 2 > min(tightest[i][y], neighbours[x][y]) for y in linked):
-                    continue
-            members[i].append(x)
-            degree[i][x] = len(linked)
-            tightest[i][x] = min((neighbours[x][y] for y in linked), default=n)
-            for y in linked:
-                degree[i][y] += 1
-                tightest[i][y] = min(tightest[i][y], neighbours[x][y])
-            break
-        else:
-            return None
-    batches = [sorted(m) for m in members if m]
-    return sorted(batches, key=lambda m: m[0])
-
-
-def id_order_batches(brokers: Sequence[int], size: int) -> list[list[int]]:
-    ordered = sorted(brokers)
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+def ordered(batches: Iterable[Iterable[int]]) -> list[list[int]]:
+    """Each batch sorted, the batches by their smallest broker."""
+    return sorted((sorted(b) for b in batches if b), key=lambda b: b[0])
 
 
 def rack_batches(brokers: Sequence[int], racks: Mapping[int, str | None]) -> list[list[int]]:
@@ -145,46 +189,24 @@ def rack_batches(brokers: Sequence[int], racks: Mapping[int, str | None]) -> lis
     return [by_rack[r] for r in sorted(by_rack)] + [[b] for b in rackless]
 
 
-def max_safe_batch(brokers: Sequence[int], pairs: Mapping[tuple[int, int], int]) -> int:
-    """The most brokers one batch restarts in a safe batching the greedy finds: the largest
-    batch of its batching for the largest N it succeeds at (1 at least, one broker at a time
-    being safe for every partition of slack ≥ 1).
-
-    Batchings of at most N brokers, for every N giving the same number of batches, are the same
-    problem: the answer is the batch actually formed, not the loosest N (for racks of 34, 33
-    and 33 brokers and cross-rack conflicts, N = 49 also gives three batches, of 34, 33, 33).
-    """
-    for size in range(len(brokers), 1, -1):
-        found = greedy_batches(brokers, size, pairs)
-        if found is not None:
-            return max(len(b) for b in found)
-    return min(1, len(brokers))
-
-
-def unsafe_rows(form: DataFrame, batches: Sequence[Sequence[int]], size: int | None) -> DataFrame:
+def unsafe_rows(form: DataFrame, batches: Sequence[Sequence[int]] | None) -> DataFrame:
     """The partitions that no batching of the requested kind keeps at or above min ISR, with a
-    reason. ``size``: ``--batch N`` (any batching of N; ``batches`` unused), None: exactly
-    ``batches`` (``--batch rack``). No job."""
+    reason. ``batches``: the racks of ``--batch rack``; None for ``--batch N`` (only slack ≤ 0
+    then: the batches chosen keep every other partition safe). No job."""
     m, slack = F.col(LIVE_ISR_SIZE), F.col(SLACK)
-    if size is not None:
-        count = math.ceil(sum(len(b) for b in batches) / size)
-        # Each of the batches can take at most min(slack, size) of the partition's ISR members;
-        # the other brokers fill the rest (count × size ≥ n).
-        capacity = F.least(slack, F.lit(size)) * count
-        spread = "its ISR cannot be spread over the batches"
-    else:
+    too_many = F.lit(False)
+    if batches is not None:
         ids = F.transform(ISR_LIVE, batch_lookup(batches))
         most = F.array_max(
             F.transform(F.array_distinct(ids), lambda b: F.size(F.filter(ids, lambda x: x == b)))
         )
-        capacity = m - F.coalesce(most, F.lit(0)) + slack
-        spread = "a rack holds more of its ISR than its slack"
+        too_many = F.coalesce(most, F.lit(0)) > slack
     reason = (
         F.when(m == 0, F.lit("offline before the roll"))
         .when(slack < 0, F.lit("under min ISR before the roll"))
         .when(slack == 0, F.lit("at min ISR: any ISR member down drops it"))
-        .otherwise(F.lit(spread))
+        .otherwise(F.lit("a rack holds more of its ISR than its slack"))
     )
-    return form.where((m == 0) | (capacity < m)).select(
+    return form.where((m == 0) | (slack <= 0) | too_many).select(
         s.TOPIC, s.PARTITION, s.ISR, MIN_ISR, reason.alias(REASON)
     )

@@ -15,7 +15,7 @@ The figures (issue 37, ``docs/whatif.md``): ``offline_partitions`` have no leade
 failure; ``unclean_elections_needed`` have no live ISR member but a live replica (elected only
 where the topic allows unclean election); ``under_min_isr_partitions`` have a leader and fewer ISR
 members than their ``min.insync.replicas``; ``leaders_moved`` got a new leader. Partitions of topics
-queued for deletion (leader -2) are left alone, as Kafka leaves them.
+queued for deletion are left alone and counted in none, as Kafka leaves them.
 
 ``--any K`` asks the same of every K-subset of live brokers (or ``--samples`` random ones):
 ``whatif.failure_sets``.
@@ -99,6 +99,14 @@ def failed_brokers(cluster: WhatIfCluster, options: FailOptions) -> tuple[int, .
     if options.brokers is None:
         raise WhatIfInputError("fail: give --brokers, --rack or --any")
     unknown = sorted(set(options.brokers) - live)
+    down = [b for b in unknown if b in cluster.down_brokers]
+    if down:
+        raise WhatIfInputError(
+            f"--brokers {','.join(map(str, options.brokers))}: broker "
+            f"{','.join(map(str, down))} is already down in {cluster.source or 'the snapshot'} "
+            "(in the ISR of a partition Kafka left without a leader) — name live broker ids "
+            f"({listed})"
+        )
     if unknown:
         raise WhatIfInputError(
             f"--brokers {','.join(map(str, options.brokers))}: broker "

@@ -8,7 +8,7 @@
 
 Beside the source: ``rack_map`` (CSV ``id,rack``) sets the racks of the brokers it lists (for
 ``describe``, whose text names no racks and no idle brokers, it also adds its brokers to the live
-set); ``sizes`` (CSV ``topic,partition,bytes``) becomes ``WhatIfCluster.sizes``; ``config``
+set, unless the snapshot proves them down); ``sizes`` (CSV ``topic,partition,bytes``) becomes ``WhatIfCluster.sizes``; ``config``
 (``KEY=VALUE`` items) overrides Kafka's broker defaults, below each topic's own overrides.
 A scenario's own ``config:`` sits between Kafka's defaults and ``config``.
 """
@@ -289,17 +289,12 @@ def load_cluster(
     else:
         defaults = broker_defaults(config)
         if describe is not None:
-            frame, named, configs = load_describe(spark, describe, defaults)
-            brokers = tuple(sorted(named | set(racks)))
-            cluster = WhatIfCluster(
-                frame, brokers, dict.fromkeys(brokers), configs, defaults,
-                source=f"describe {describe}",
-            )  # fmt: skip
+            cluster = load_describe(spark, describe, defaults, racks)
         elif zk is not None:
             snap = read_zk(spark, zk, defaults, zk_options)
             cluster = WhatIfCluster(
                 snap.partitions, snap.brokers, snap.racks, snap.topic_configs, defaults,
-                source=f"zk {zk}",
+                source=f"zk {zk}", deleting_topics=snap.deleting_topics,
             )  # fmt: skip
         else:
             assert run is not None
@@ -312,4 +307,6 @@ def load_cluster(
         cluster.broker_defaults,
         load_sizes(spark, sizes) if sizes is not None else None,
         cluster.source,
+        cluster.deleting_topics,
+        cluster.down_brokers,
     )

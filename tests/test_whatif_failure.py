@@ -35,7 +35,6 @@ from statemachines.columns import in_topics
 from statemachines.layout import to_compact, to_public_partitions
 from whatif import broker_balance as bb
 from whatif.broker_failure import Snapshot, after_failure, snapshot_facts
-from whatif.isr_rules import topics_frame
 from whatif.cluster import (
     OFFLINE,
     ONLINE,
@@ -47,6 +46,7 @@ from whatif.cluster import (
 )
 from whatif.failure import answer
 from whatif.failure_sets import failure_sets, offline_per_set
+from whatif.isr_rules import topics_frame
 from whatif.options import FailOptions
 from whatif.sources import load_cluster
 

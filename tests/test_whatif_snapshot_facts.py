@@ -42,6 +42,7 @@ from whatif.options import (
     LeadersOptions,
     RollOptions,
 )
+from whatif.plan_check import check_plan, plan_from_json
 from whatif.sources import load_cluster
 
 
@@ -146,6 +147,20 @@ def test_topics_being_deleted_are_left_out_of_elections_and_rebalance(
     figures, _ = controlled_shutdown(cluster, [1])
     assert figures["shutdown_leaders_moved"] == 1
     assert figures["shutdown_offline_partitions"] == 0
+
+
+def test_a_plan_moving_a_topic_being_deleted_is_refused() -> None:
+    # KafkaController.maybeTriggerPartitionReassignment answers UNKNOWN_TOPIC_OR_PARTITION for a
+    # topic queued for deletion.
+    plan = plan_from_json(
+        {"version": 1, "partitions": [{"topic": "doomed", "partition": 0, "replicas": [2, 1]}]},
+        "plan.json",
+    )
+    current = {("doomed", 0): [1, 2]}
+    assert check_plan(plan, current, (1, 2), {}) == []
+    (problem,) = check_plan(plan, current, (1, 2), {}, deleting={"doomed"})
+    assert (problem.topic, problem.partition, problem.field) == ("doomed", 0, "topic")
+    assert problem.refused_by_kafka and "queued for deletion" in problem.message
 
 
 # -- leader none proves the ISR down -------------------------------------------------------------

@@ -77,7 +77,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
     """Validate ``options.plan`` and report the cluster after it."""
     plan = parse_plan(options.plan)
     current = plan_partitions(spark, cluster, plan)
-    problems = check_plan(plan, current, cluster.brokers, cluster.racks)
+    problems = check_plan(plan, current, cluster.brokers, cluster.racks, cluster.deleting_topics)
     valid = not any(p.severity == ERROR for p in problems)
     # The after state applies the entries Kafka would run (per partition, as the
     # AlterPartitionReassignments API does); the last entry of a partition listed twice wins.

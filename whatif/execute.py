@@ -54,7 +54,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         for p in plan.partitions
         if p.topic in assignments and 0 <= p.partition < len(assignments[p.topic])
     }
-    problems = check_plan(plan, current, cluster.brokers, cluster.racks)
+    problems = check_plan(plan, current, cluster.brokers, cluster.racks, cluster.deleting_topics)
     refused = [p for p in problems if p.severity == ERROR and p.refused_by_kafka]
     if refused:
         listed = "\n".join(f"  {p.line()}" for p in refused[:5])

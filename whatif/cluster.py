@@ -105,7 +105,7 @@ class WhatIfCluster:
         """True for a row of a topic queued for deletion: one the snapshot marks, or one whose
         leader is -2 (``LeaderAndIsr.duringDelete``, as brokers' metadata shows it). Kafka's
         controller leaves such partitions out of elections, ISR shrinks and the auto leader
-        rebalance (``isTopicQueuedUpForDeletion``), and out of ``OfflinePartitionsCount``."""
+        rebalance (``isTopicQueuedUpForDeletion``)."""
         marked = F.col(s.TOPIC).isin(sorted(self.deleting_topics)) if self.deleting_topics else None
         during = F.col(s.LEADER) == s.LEADER_DURING_DELETE
         return during if marked is None else marked | during

@@ -6,9 +6,10 @@ brokers shares (``fail``, ``decommission``'s shutdown, ``roll``), and the rack-l
   removed broker leaves the ISR in turn (ascending id, as the failure handler groups them),
   except that the last member stays; a partition whose last ISR member is down keeps it and has
   leader -1, so a later clean election knows who was last in sync.
-* **Offline**: no leader, and the topic not queued for deletion (``ControllerContext`` leaves
-  those out of ``OfflinePartitionsCount``). **Under min ISR**: a leader and fewer ISR members
-  than the topic's ``min.insync.replicas``. A partition of a topic being deleted is neither.
+* **Offline**: no leader, and the topic not queued for deletion (``ControllerContext`` stops
+  counting a topic in ``OfflinePartitionsCount`` once its deletion has started; a snapshot does
+  not say whether it has, and such a topic is on its way out). **Under min ISR**: a leader and
+  fewer ISR members than the topic's ``min.insync.replicas``. A topic being deleted is neither.
 * **A partition Kafka left without a leader stays so**: the controller elects every leaderless
   partition that has an electable replica on each broker change (§5.4, §8.1), so the snapshot's
   leaderless partitions have none, and removing more brokers cannot give them one.
@@ -84,7 +85,7 @@ def isr_after_removing(isr: Column, removed: BrokerTest) -> Column:
 
 
 def is_offline(leader: Column, deleting: Column) -> Column:
-    """No leader, the topic not being deleted (Kafka's OfflinePartitionsCount)."""
+    """No leader, the topic not being deleted."""
     return (leader == s.NO_LEADER) & ~deleting
 
 

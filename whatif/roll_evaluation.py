@@ -34,7 +34,6 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from statemachines import schemas as s
 from statemachines.columns import literal_array
@@ -58,11 +57,6 @@ MOVED = "leader_moved"
 # Broker ids up to this are looked up in an array literal indexed by id (``batch_lookup``).
 MAX_DENSE_ID = 1 << 16
 NO_LEADER = s.NO_LEADER
-
-_I = IntegerType()
-_MIN_ISR_SCHEMA = StructType(
-    [StructField(s.TOPIC, StringType(), nullable=False), StructField(MIN_ISR, _I, nullable=False)]
-)
 
 
 @dataclass(frozen=True)

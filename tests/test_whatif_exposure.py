@@ -73,8 +73,6 @@ def test_p_loss_counts_the_k_sets_equal_to_a_replica_set() -> None:
     got = exposure_of(sets, (1, 2, 3, 4), {1: "a", 2: "a", 3: "b", 4: "c"})
     assert got.loss_sets == {2: 2}
     assert got.p_loss == {2: Fraction(2, 6)}
-    # Rack a holds both replicas of the two {1,2} partitions; b and c hold no whole partition.
-    assert got.rack_loss == {"a": 2, "b": 0, "c": 0}
     summary = got.summary()
     assert summary["distinct_replica_sets"] == 2
     assert summary["components"] == 2 and summary["max_brokers_touched"] == 1
@@ -87,7 +85,6 @@ def test_p_loss_per_replication_factor_and_rackless_brokers() -> None:
     sets = {(1,): 4, (1, 2, 3): 1, (2, 3, 4): 3}
     got = exposure_of(sets, (1, 2, 3, 4, 5), dict.fromkeys(range(1, 6)))
     assert got.p_loss == {1: Fraction(1, 5), 3: Fraction(2, 10)}
-    assert got.rack_loss == {}
     assert got.domains.components == [[1, 2, 3, 4], [5]]
     assert got.domains.touched == {1: 2, 2: 3, 3: 3, 4: 2, 5: 0}
     assert got.summary()["p_loss"] == {"1": 0.2, "3": 0.2}

@@ -60,6 +60,9 @@ def reference_roll(
         for i, r in enumerate(rows):
             isr = [b for b in r["isr"] if b in live]
             during = [b for b in isr if b not in down]
+            if not during and isr and r.get("unclean", False):
+                # The batch stops still leading; §8.2's offline election goes unclean.
+                during = [b for b in r["replicas"] if b in live and b not in down][:1]
             margins.append(len(during) - r["min_isr"])
             offline += not during
             under += 0 < len(during) < r["min_isr"]
@@ -91,7 +94,13 @@ def make_cluster(
         }  # fmt: skip
         for name, value in values.items():
             columns[name].append(value)
-    configs = {r["topic"]: TopicConfigs(min_insync_replicas=r["min_isr"]) for r in rows}
+    configs = {
+        r["topic"]: TopicConfigs(
+            min_insync_replicas=r["min_isr"],
+            unclean_leader_election_enable=r.get("unclean", False),
+        )
+        for r in rows
+    }
     return WhatIfCluster(
         partitions_frame(spark, columns), tuple(sorted(live)), dict.fromkeys(live), configs
     )
@@ -334,6 +343,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int], list[lis
     dead = draw(st.sets(st.sampled_from(brokers), max_size=1))
     live = [b for b in brokers if b not in dead]
     min_isr = {t: draw(st.integers(1, 3)) for t in ("t0", "t1")}
+    unclean = {t: draw(st.booleans()) for t in ("t0", "t1")}
     rows = []
     for i in range(draw(st.integers(1, 7))):
         topic = draw(st.sampled_from(("t0", "t1")))
@@ -342,7 +352,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int], list[lis
         leader = draw(st.sampled_from(isr)) if isr else -1
         rows.append(
             {"topic": topic, "partition": i, "replicas": replicas, "isr": isr,
-             "leader": leader, "min_isr": min_isr[topic]}
+             "leader": leader, "min_isr": min_isr[topic], "unclean": unclean[topic]}
         )  # fmt: skip
     order = draw(st.permutations(live))
     size = draw(st.integers(1, len(live)))

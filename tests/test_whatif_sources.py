@@ -406,6 +406,7 @@ def _kafka_tree(server: ZooKeeperServer) -> str:
             f"{c}/brokers/topics/doomed/partitions/0/state", _state(-2, -2, [1]), makepath=True
         )
         kz.create(f"{c}/admin/delete_topics/doomed", makepath=True)
+        kz.create(f"{c}/admin/delete_topics/gone")  # no such topic: the controller drops it
         secret = [make_digest_acl(*DIGEST, all=True)]
         kz.create(
             f"{c}/brokers/topics/payments", b'{"version":1,"partitions":{"0":[2,1]}}', acl=secret
@@ -472,6 +473,9 @@ def test_zk_snapshot_is_read_only_and_exact(
     ]
     assert cluster.brokers == (1, 2, 3)
     assert cluster.racks == {1: "r1", 2: "r2", 3: None}
+    # /admin/delete_topics: the topics queued for deletion (KafkaController's
+    # fetchTopicDeletionsInProgress keeps those that still exist).
+    assert cluster.deleting_topics == frozenset({"doomed"})
     assert cluster.topic_configs["orders"] == TopicConfigs(
         min_insync_replicas=2, other={"retention.ms": "1000"}
     )

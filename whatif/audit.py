@@ -5,8 +5,9 @@ the same validator every plan of the planner passes. Then the cluster after the 
 complete (each listed partition has exactly the plan's replicas, which are all in sync):
 
 * replicas and preferred leaders (first replicas) per broker, before and after;
-* rack loss: per rack, the partitions that would go offline if every broker of that rack failed
-  (all their replicas in that rack), before and after;
+* rack loss: per rack, the partitions that would go offline if every broker of that rack failed,
+  as ``fail --rack`` counts them (``isr_rules.rack_loss``: the whole live ISR in the rack and
+  unclean election off), before and after (a moved partition's planned replicas all in sync);
 * copyset exposure: ``distinct_replica_sets``, the number of distinct replica sets; fewer sets
   mean fewer broker combinations whose loss loses data.
 
@@ -20,20 +21,29 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from html_report.charts import bars_before_after
 from html_report.page import Section
 from statemachines import schemas as s
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster
+from whatif.isr_rules import rack_loss, with_topic_configs
 from whatif.new_brokers import with_new_brokers
 from whatif.options import AuditOptions
 from whatif.plan_check import ERROR, PartitionKey, ReassignmentPlan, check_plan, parse_plan
 
 PLANNED = "planned_replicas"
+MOVED = "_moved"
 MAX_PROBLEMS = 1000
 
 
@@ -69,7 +79,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
     cluster = with_new_brokers(cluster, options.new_brokers)
     plan = parse_plan(options.plan)
     current = plan_partitions(spark, cluster, plan)
-    problems = check_plan(plan, current, cluster.brokers, cluster.racks)
+    problems = check_plan(plan, current, cluster.brokers, cluster.racks, cluster.deleting_topics)
     valid = not any(p.severity == ERROR for p in problems)
     # The after state applies the entries Kafka would run (per partition, as the
     # AlterPartitionReassignments API does); the last entry of a partition listed twice wins.
@@ -84,12 +94,12 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
     }
     moved = {k: v for k, v in target.items() if set(v) != set(current[k])}
     replicas_moved = sum(len(set(v) - set(current[k])) for k, v in moved.items())
-    frame = _after_frame(spark, cluster, target)
+    frame = _after_frame(spark, cluster, target, set(moved))
     before = _per_broker(frame, s.REPLICAS)
     after = _per_broker(frame, PLANNED)
     racks = {b: r for b, r in cluster.racks.items() if r is not None}
-    loss_before = _rack_loss(frame, s.REPLICAS, racks)
-    loss_after = _rack_loss(frame, PLANNED, racks)
+    loss_before = rack_loss(frame, cluster.brokers, racks)
+    loss_after = rack_loss(_as_planned(frame), cluster.brokers, racks)
     sets = frame.agg(
         F.countDistinct(F.sort_array(s.REPLICAS)).alias("before"),
         F.countDistinct(F.sort_array(PLANNED)).alias("after"),
@@ -154,7 +164,8 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
         sections.append(
             Section(
                 "Rack loss",
-                "Partitions with every replica in the rack: offline if the rack fails.",
+                "Partitions offline if the rack fails: their whole live ISR in it, unclean election "
+                "off (or every live replica in it).",
                 tables=[
                     [
                         {"rack": r, "before": loss_before.get(r, 0), "after": loss_after.get(r, 0)}
@@ -167,14 +178,21 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: AuditOptions) -
 
 
 def _after_frame(
-    spark: SparkSession, cluster: WhatIfCluster, target: dict[PartitionKey, list[int]]
+    spark: SparkSession,
+    cluster: WhatIfCluster,
+    target: dict[PartitionKey, list[int]],
+    moved: set[PartitionKey],
 ) -> DataFrame:
+    """The public partitions with their topic configs (``isr_rules.with_topic_configs``), the
+    plan's ``planned_replicas`` (the current ones where the plan has none) and ``_moved`` (the
+    plan changes the replica set)."""
     keys = sorted(target)
     table = pa.table(
         {
             s.TOPIC: pa.array([k[0] for k in keys], pa.string()),
             s.PARTITION: pa.array([k[1] for k in keys], pa.int32()),
             PLANNED: pa.array([target[k] for k in keys], pa.list_(pa.int32())),
+            MOVED: pa.array([k in moved for k in keys], pa.bool_()),
         }
     )
     schema = StructType(
@@ -182,13 +200,36 @@ def _after_frame(
             StructField(s.TOPIC, StringType(), nullable=False),
             StructField(s.PARTITION, IntegerType(), nullable=False),
             StructField(PLANNED, ArrayType(IntegerType(), containsNull=False), nullable=False),
+            StructField(MOVED, BooleanType(), nullable=False),
         ]
     )
     planned = spark.createDataFrame(table, schema)
-    joined = cluster.partitions.select(s.TOPIC, s.PARTITION, s.REPLICAS).join(
+    joined = with_topic_configs(cluster, cluster.partitions).join(
         F.broadcast(planned), [s.TOPIC, s.PARTITION], "left"
     )
-    return joined.withColumn(PLANNED, F.coalesce(F.col(PLANNED), F.col(s.REPLICAS)))
+    return joined.withColumns(
+        {
+            PLANNED: F.coalesce(F.col(PLANNED), F.col(s.REPLICAS)),
+            MOVED: F.coalesce(F.col(MOVED), F.lit(False)),
+        }
+    )
+
+
+def _as_planned(frame: DataFrame) -> DataFrame:
+    """The partitions once the plan has completed: the planned replicas, all in sync where
+    the replica set changed (a reassignment completes when they have joined the ISR); a leader
+    outside them hands over to the first (the reassign election, §10.3)."""
+    leader, planned = F.col(s.LEADER), F.col(PLANNED)
+    return frame.withColumns(
+        {
+            s.REPLICAS: planned,
+            s.ISR: F.when(F.col(MOVED), planned).otherwise(F.col(s.ISR)),
+            s.LEADER: F.when(
+                F.col(MOVED) & (leader >= 0) & ~F.array_contains(planned, leader),
+                F.get(planned, 0),
+            ).otherwise(leader),
+        }
+    )
 
 
 def _per_broker(frame: DataFrame, column: str) -> tuple[dict[int, int], dict[int, int]]:
@@ -202,27 +243,6 @@ def _per_broker(frame: DataFrame, column: str) -> tuple[dict[int, int], dict[int
         {r[s.BROKER]: int(r["n"]) for r in rows},
         {r[s.BROKER]: int(r["lead"]) for r in rows},
     )
-
-
-def _rack_of(broker: Column, racks: dict[int, str]) -> Column:
-    if not racks:
-        return F.lit(None).cast("string")
-    pairs: list[Column] = []
-    for b, r in sorted(racks.items()):
-        pairs += [F.lit(b), F.lit(r)]
-    return F.element_at(F.create_map(*pairs), broker)
-
-
-def _rack_loss(frame: DataFrame, column: str, racks: dict[int, str]) -> dict[str, int]:
-    """Per rack, partitions whose replicas all sit in it (a rackless replica survives)."""
-    if not racks:
-        return {}
-    rack_set = F.array_distinct(F.transform(F.col(column), lambda b: _rack_of(b, racks)))
-    only = F.when(
-        (F.size(rack_set) == 1) & F.get(rack_set, 0).isNotNull(), F.get(rack_set, 0)
-    ).alias("_rack")
-    rows = frame.select(only).where(F.col("_rack").isNotNull()).groupBy("_rack").count().collect()
-    return {r["_rack"]: int(r["count"]) for r in rows}
 
 
 def _by_id(counts: dict[int, int], brokers: tuple[int, ...]) -> dict[str, int]:

@@ -9,7 +9,7 @@ this module is the one place they are counted. The imbalance ratio is spec §11.
 
 "Has leadership" is a state znode (``zk_version`` ≠ -1): a partition whose leader is -1 after a
 failure still counts in the numerator, as in Kafka. Partitions of topics queued for deletion
-(leader -2) are left out, as ``checkAndTriggerAutoLeaderRebalance`` leaves them out. Auto-rebalance
+(``deleting``) are left out, as ``checkAndTriggerAutoLeaderRebalance`` leaves them out. Auto-rebalance
 fires for a broker whose ratio is strictly above ``leader.imbalance.per.broker.percentage`` / 100.
 
 The DataFrame functions are lazy; the ``dict`` ones run one small job and return per-broker values
@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from statemachines import rebalance
 from statemachines import schemas as s
 from statemachines.columns import has_leadership
+from whatif.isr_rules import DELETING
 
 BROKER = s.BROKER
 LEADERS = "leaders"
@@ -35,8 +36,12 @@ NOT_PREFERRED = rebalance.NOT_PREFERRED
 RATIO = rebalance.RATIO
 
 
-def deleting() -> Column:
-    """True for a row of a topic queued for deletion (the controller writes leader -2)."""
+def deleting(partitions: DataFrame) -> Column:
+    """True for a row of a topic queued for deletion: the table's ``deleting`` column
+    (``isr_rules.with_topic_configs``, ``WhatIfCluster.being_deleted``) where it has one, else
+    leader -2 (``LeaderAndIsr.duringDelete``)."""
+    if DELETING in partitions.columns:
+        return F.col(DELETING)
     return F.col(s.LEADER) == s.LEADER_DURING_DELETE
 
 
@@ -60,8 +65,9 @@ def preferred_imbalance(partitions: DataFrame, leader: str = s.LEADER) -> DataFr
         F.coalesce(F.get(F.col(s.REPLICAS), 0), F.lit(s.EMPTY_SLOT)).alias(s.replica_col(0)),
         F.col(leader).alias(s.LEADER),
         F.col(s.ZK_VERSION),
+        deleting(partitions).alias(DELETING),
     )
-    return rebalance.imbalance_ratios(compact_view, excluded=deleting())
+    return rebalance.imbalance_ratios(compact_view, excluded=F.col(DELETING))
 
 
 def broker_counts(partitions: DataFrame, leaders: Sequence[str] = (s.LEADER,)) -> DataFrame:
@@ -74,7 +80,7 @@ def broker_counts(partitions: DataFrame, leaders: Sequence[str] = (s.LEADER,)) -
     broker, position = F.col(BROKER), F.col("_position")
     rows = partitions.select(
         F.posexplode(s.REPLICAS).alias("_position", BROKER),
-        deleting().alias("_deleting"),
+        deleting(partitions).alias("_deleting"),
         has_leadership().alias("_has_leadership"),
         *[F.col(c) for c in dict.fromkeys(leaders)],
     )

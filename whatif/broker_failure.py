@@ -16,10 +16,12 @@ without its bookkeeping (requests, state-change log), so a million partitions ta
 Each row also says what the return of the brokers does (§8.1, §11.2): ``leader_on_return`` elects
 the partitions still offline with every broker live; ``rebalance_candidate`` marks the partitions
 whose preferred replica, back in the ISR it was in, the auto leader rebalance may elect.
-Partitions of topics queued for deletion (leader -2) are left alone, as Kafka leaves them.
+Partitions of topics queued for deletion (marked in the snapshot, or leader -2) are left alone and
+counted in no flag, as Kafka leaves them; so are the partitions the snapshot has without a leader
+(no failure brings them back). The ISR and offline rules are ``whatif.isr_rules``'.
 
-``snapshot_facts`` and ``topics_frame`` are what both ``fail`` questions (``whatif.failure``,
-``whatif.failure_sets``) read from the snapshot before building their transforms.
+``snapshot_facts`` is what both ``fail`` questions (``whatif.failure``, ``whatif.failure_sets``)
+read from the snapshot before building their transforms.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
 
 from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
@@ -43,7 +44,17 @@ from statemachines.columns import (
 )
 from statemachines.election import offline_leader
 from statemachines.partition_states import PartitionState
-from whatif.cluster import WhatIfCluster, columns_frame
+from whatif.cluster import WhatIfCluster
+from whatif.isr_rules import (
+    DELETING,
+    MIN_ISR,
+    UNCLEAN,
+    is_offline,
+    is_under_min_isr,
+    isr_after_removing,
+    left_offline,
+    with_topic_configs,
+)
 
 # Flags of ``partitions_after`` (one per partition).
 OFFLINE = "offline"
@@ -52,8 +63,6 @@ UNCLEAN_NEEDED = "unclean_needed"
 LEADER_MOVED = "leader_moved"
 FLAGS = (OFFLINE, UNDER_MIN_ISR, UNCLEAN_NEEDED, LEADER_MOVED)
 
-MIN_ISR = "min_insync_replicas"
-UNCLEAN = "unclean_leader_election_enable"
 LEADER_BEFORE = "leader_before"
 ISR_BEFORE = "isr_before"
 # After the return of the brokers: the leader once offline partitions are elected again, and
@@ -61,16 +70,6 @@ ISR_BEFORE = "isr_before"
 LEADER_RETURN = "leader_on_return"
 PREFERRED = "preferred"
 REBALANCE_CANDIDATE = "rebalance_candidate"
-
-TOPICS = StructType(
-    [
-        StructField(s.TOPIC_INDEX, IntegerType(), nullable=False),
-        StructField(s.TOPIC, StringType(), nullable=False),
-        StructField(MIN_ISR, IntegerType(), nullable=False),
-        StructField(UNCLEAN, BooleanType(), nullable=False),
-    ]
-)
-
 
 # -- the snapshot's facts ------------------------------------------------------------------------
 
@@ -107,22 +106,10 @@ def snapshot_facts(cluster: WhatIfCluster) -> Snapshot:
     return Snapshot(
         width=max(1, int(row["w"] or 1)),
         controller_epoch=int(row["epoch"] or 0),
-        deleting_topics=frozenset(row["deleting"] or ()),
+        deleting_topics=frozenset(row["deleting"] or ()) | cluster.deleting_topics,
         reassigning=int(row["moving"] or 0) > 0,
         topics=topics,
     )
-
-
-def topics_frame(spark: SparkSession, cluster: WhatIfCluster, topics: tuple[str, ...]) -> DataFrame:
-    """(topic_index, topic, min_insync_replicas, unclean_leader_election_enable) per topic."""
-    configs = [cluster.configs_of(t) for t in topics]
-    columns = {
-        s.TOPIC_INDEX: list(range(len(topics))),
-        s.TOPIC: list(topics),
-        MIN_ISR: [c.min_insync_replicas for c in configs],
-        UNCLEAN: [c.unclean_leader_election_enable for c in configs],
-    }
-    return columns_frame(spark, columns, TOPICS)
 
 
 # -- the failure, as Kafka's controller handles it ------------------------------------------------
@@ -137,19 +124,16 @@ def after_failure(
     dead = BrokerSet.of(failed)
     everyone = BrokerSet.of(cluster.brokers)
     live = everyone - dead
-    topics = topics_frame(spark, cluster, facts.topics).drop(s.TOPIC_INDEX)
-    rows = cluster.partitions.join(F.broadcast(topics), s.TOPIC, "left").withColumns(
-        {
-            MIN_ISR: F.coalesce(F.col(MIN_ISR), F.lit(cluster.broker_defaults.min_insync_replicas)),
-            UNCLEAN: F.coalesce(
-                F.col(UNCLEAN), F.lit(cluster.broker_defaults.unclean_leader_election_enable)
-            ),
-            LEADER_BEFORE: F.col(s.LEADER),
-            ISR_BEFORE: F.col(s.ISR),
-        }
+    failed_rows = on_failure(failure_rows(cluster), facts.width, live, dead)
+    return with_flags(failed_rows, live, everyone, dead, facts.width)
+
+
+def failure_rows(cluster: WhatIfCluster) -> DataFrame:
+    """The snapshot's partitions with their topic configs (``isr_rules.with_topic_configs``)
+    and ``leader_before``, ``isr_before``: what ``on_failure`` and ``with_flags`` read."""
+    return with_topic_configs(cluster, cluster.partitions).withColumns(
+        {LEADER_BEFORE: F.col(s.LEADER), ISR_BEFORE: F.col(s.ISR)}
     )
-    failed_rows = on_failure(rows, facts.width, live, dead)
-    return _with_flags(failed_rows, live, everyone, dead, facts.width)
 
 
 def slot_columns(array: str, w: int) -> list[Column]:
@@ -163,24 +147,25 @@ def _staged(names: str, w: int) -> list[Column]:
 
 
 def on_failure(rows: DataFrame, w: int, live: BrokerSet, dead: BrokerSet) -> DataFrame:
-    """§8.2 steps b–e over public partitions rows of replication factor ≤ ``w`` with an
-    ``unclean_leader_election_enable`` column: the same outcome as
+    """§8.2 steps b–e over public partitions rows of replication factor ≤ ``w`` with the
+    columns of ``isr_rules.with_topic_configs``: the same outcome as
     ``controller.handlers.brokers.on_broker_failure`` (a test compares them), in a few int
     expressions per row and without the controller's bookkeeping (requests, state-change log).
 
-    Offline election (§7.1 via ``statemachines.election.offline_leader``) for partitions with
-    leadership whose leader is not live; then each failed ISR member leaves the ISR in ascending
-    broker order, one write (epoch+1) each, except that the last member stays (§6.3); a leader
-    that failed without a successor becomes -1. Topics queued for deletion are left alone.
+    Offline election (§7.1 via ``statemachines.election.offline_leader``) for partitions whose
+    leader is not live; then each failed ISR member leaves the ISR, one write (epoch+1) each,
+    except that the last member stays (``isr_rules.isr_after_removing``); a leader that failed
+    without a successor becomes -1. Topics queued for deletion are left alone, and so are the
+    partitions the snapshot already has without a leader (``isr_rules.left_offline``).
     """
     reps, isr = _staged("_r", w), _staged("_i", w)
     leader = F.col(s.LEADER)
     slots = {f"_r{k}": c for k, c in enumerate(slot_columns(s.REPLICAS, w))}
     slots |= {f"_i{k}": c for k, c in enumerate(slot_columns(s.ISR, w))}
-    acting = has_leadership() & (leader != s.LEADER_DURING_DELETE)
+    acting = has_leadership() & ~F.col(DELETING)
     first = {
         "_acting": acting,
-        "_elect": acting & ~((leader >= 0) & live.contains(leader)),
+        "_elect": acting & (leader >= 0) & ~live.contains(leader),
         **{f"_live_r{k}": live.contains(r) for k, r in enumerate(reps)},
         **{f"_live_i{k}": live.contains(x) for k, x in enumerate(isr)},
     }
@@ -194,26 +179,14 @@ def on_failure(rows: DataFrame, w: int, live: BrokerSet, dead: BrokerSet) -> Dat
     live_isr = compact(isr, _staged("_live_i", w))
     alone = [new_leader] + [F.lit(s.EMPTY_SLOT)] * (w - 1)
     isr_elected = [F.when(was_in_isr, a).otherwise(b) for a, b in zip(live_isr, alone, strict=True)]
-    # Not elected: the failed ISR members leave, one write each; the largest id, processed last,
-    # stays when no other member is left (Kafka never empties the ISR).
+    # Not elected: the failed ISR members leave, one write each, the last one staying.
     gone = [F.col("_acting") & (x != s.EMPTY_SLOT) & dead.contains(x) for x in isr]
-    third = {f"_gone{j}": g for j, g in enumerate(gone)}
-    gone = _staged("_gone", w)
-    stays = [(x != s.EMPTY_SLOT) & ~g for x, g in zip(isr, gone, strict=True)]
-    survivor = (
-        F.greatest(*[F.when(g, x) for x, g in zip(isr, gone, strict=True)]) if w > 1 else isr[0]
-    )
-    any_stays = any_of(stays)
-    kept = compact(isr, stays)
-    isr_shrunk = [
-        F.when(any_stays, a).otherwise(b)
-        for a, b in zip(kept, [survivor] + [F.lit(s.EMPTY_SLOT)] * (w - 1), strict=True)
-    ]
     writes = count_of(gone)
     is_elected = new_leader.isNotNull()
-    new_isr = [
-        F.when(is_elected, a).otherwise(b) for a, b in zip(isr_elected, isr_shrunk, strict=True)
-    ]
+    isr_shrunk = F.when(
+        F.col("_acting"), isr_after_removing(F.col(s.ISR), dead.contains)
+    ).otherwise(F.col(s.ISR))
+    new_isr = F.when(is_elected, present(isr_elected)).otherwise(isr_shrunk)
     leader_removed = any_of([g & (x == leader) for x, g in zip(isr, gone, strict=True)])
     final_leader = (
         F.when(is_elected, new_leader)
@@ -229,39 +202,40 @@ def on_failure(rows: DataFrame, w: int, live: BrokerSet, dead: BrokerSet) -> Dat
         )
         .otherwise(F.col(s.STATE))
     )
-    fourth = {
-        s.ISR: present(new_isr),
+    third = {
+        s.ISR: new_isr,
         s.LEADER: final_leader,
         s.LEADER_EPOCH: F.col(s.LEADER_EPOCH) + bumps,
         s.ZK_VERSION: F.col(s.ZK_VERSION) + bumps,
         s.STATE: state,
     }
     out = rows.withColumns(slots).withColumns(first).withColumns(second).withColumns(third)
-    out = out.withColumns(fourth)
-    return out.drop(*slots, *first, *second, *third)
+    return out.drop(*slots, *first, *second)
 
 
-def _with_flags(
+def with_flags(
     public: DataFrame, live: BrokerSet, everyone: BrokerSet, dead: BrokerSet, w: int
 ) -> DataFrame:
     leader = F.col(s.LEADER)
     leader_before = F.col(LEADER_BEFORE)
     isr_before = F.col(ISR_BEFORE)
-    not_deleting = leader != s.LEADER_DURING_DELETE
+    deleting = F.col(DELETING)
+    not_deleting = ~deleting
     flags = {
-        OFFLINE: leader == s.NO_LEADER,
-        UNDER_MIN_ISR: (leader >= 0) & (F.size(s.ISR) < F.col(MIN_ISR)),
+        OFFLINE: is_offline(leader, deleting),
+        UNDER_MIN_ISR: is_under_min_isr(leader, F.size(s.ISR), F.col(MIN_ISR), deleting),
         UNCLEAN_NEEDED: not_deleting
+        & ~left_offline(deleting)
         & ~any_of([live.contains(x) for x in slot_columns(ISR_BEFORE, w)])
         & any_of([live.contains(r) for r in slot_columns(s.REPLICAS, w)]),
-        LEADER_MOVED: (leader >= 0) & (leader != leader_before),
+        LEADER_MOVED: (leader >= 0) & (leader != leader_before) & not_deleting,
     }
     # The return: §8.1 elects the partitions still offline, every broker live again.
     replicas, isr = slot_columns(s.REPLICAS, w), slot_columns(s.ISR, w)
     elected = offline_leader(
         replicas, isr, [everyone.contains(r) for r in replicas], F.col(UNCLEAN)
     )
-    offline_with_state = has_leadership() & (leader == s.NO_LEADER)
+    offline_with_state = has_leadership() & (leader == s.NO_LEADER) & not_deleting
     on_return = F.when(offline_with_state, F.coalesce(elected, leader)).otherwise(leader)
     preferred = F.get(F.col(s.REPLICAS), 0)
     # The returned brokers catch up and rejoin the ISRs they were in before the failure.

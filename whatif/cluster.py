@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -76,7 +77,9 @@ class WhatIfCluster:
     ``partitions`` has ``statemachines.schemas.PARTITIONS_SCHEMA``; ``brokers`` are the live
     broker ids, ascending; ``racks`` maps a broker to its ``broker.rack`` (None = rackless);
     ``topic_configs`` has an entry for every topic of ``partitions``; ``sizes`` (topic,
-    partition, bytes) is there when a sizes file was given.
+    partition, bytes) is there when a sizes file was given. ``deleting_topics`` are the topics
+    the snapshot marks for deletion (``MarkedForDeletion: true``, ``/admin/delete_topics``);
+    ``down_brokers`` the brokers the snapshot proves down (``proven_down``), never live.
     """
 
     partitions: DataFrame
@@ -86,11 +89,22 @@ class WhatIfCluster:
     broker_defaults: BrokerDefaults = field(default_factory=BrokerDefaults)
     sizes: DataFrame | None = None
     source: str = ""
+    deleting_topics: frozenset[str] = frozenset()
+    down_brokers: tuple[int, ...] = ()
 
     def configs_of(self, topic: str) -> TopicConfigs:
         """The topic's configs; the broker defaults for a topic the snapshot did not list."""
         found = self.topic_configs.get(topic)
         return found if found is not None else topic_configs(self.broker_defaults, {}, "")
+
+    def being_deleted(self) -> Column:
+        """True for a row of a topic queued for deletion: one the snapshot marks, or one whose
+        leader is -2 (``LeaderAndIsr.duringDelete``, as brokers' metadata shows it). Kafka's
+        controller leaves such partitions out of elections, ISR shrinks and the auto leader
+        rebalance (``isTopicQueuedUpForDeletion``)."""
+        marked = F.col(s.TOPIC).isin(sorted(self.deleting_topics)) if self.deleting_topics else None
+        during = F.col(s.LEADER) == s.LEADER_DURING_DELETE
+        return during if marked is None else marked | during
 
 
 # -- configs -------------------------------------------------------------------------------------
@@ -244,6 +258,31 @@ def replica_problem(
             "the leader is one of the replicas (or none when offline)"
         )
     return None
+
+
+def proven_down(
+    columns: Mapping[str, list[Any]],
+    deleting: Iterable[str],
+    configs: Mapping[str, TopicConfigs],
+) -> set[int]:
+    """The brokers a snapshot proves down: Kafka's controller elects every partition without a
+    leader that has an electable replica (``triggerOnlinePartitionStateChange`` on every broker
+    change, §5.4, §8.1), so a partition left with leader -1 has none — its ISR members (every
+    replica, where its topic allows unclean election) are down. Topics queued for deletion are
+    not elected and prove nothing; a broker that leads some partition is live."""
+    doomed = set(deleting)
+    down: set[int] = set()
+    leaders: set[int] = set()
+    for topic, replicas, isr, leader, state in zip(
+        columns[s.TOPIC], columns[s.REPLICAS], columns[s.ISR], columns[s.LEADER],
+        columns[s.STATE], strict=True,
+    ):  # fmt: skip
+        if leader >= 0:
+            leaders.add(leader)
+        elif leader == s.NO_LEADER and state == OFFLINE and topic not in doomed:
+            config = configs.get(topic)
+            down.update(replicas if config and config.unclean_leader_election_enable else isr)
+    return down - leaders
 
 
 def _ids(ids: Iterable[int]) -> str:

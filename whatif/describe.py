@@ -10,10 +10,15 @@ leader as ``-1`` instead of ``none``. Fields are found by their Kafka names, so 
 spaces between them are both fine. Filtered output (``--under-replicated-partitions``) has no
 header lines; its partitions are taken as they are, with the broker defaults as configs.
 
+Kafka 2.8+ ends the header and partition lines of a topic marked for deletion (``--zookeeper``:
+``/admin/delete_topics/<t>``) with ``MarkedForDeletion: true``, after ``Configs:``; the topic is
+then queued for deletion (``WhatIfCluster.deleting_topics``).
+
 The describe output has no epochs or znode versions: they are 0. A partition with a leader is
 ``OnlinePartition``, one without (``none``) ``OfflinePartition``. Live brokers are the ones named
-in any replica list. The file is read in one pass into column lists and handed to Spark as one
-Arrow table.
+in any replica list, less those the snapshot proves down (``cluster.proven_down``: the ISR of a
+partition Kafka left without a leader). The file is read in one pass into column lists and
+handed to Spark as one Arrow table.
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-
 from spark_app.limits import MAX_PARTITIONS
 from statemachines import schemas as s
 from whatif.cluster import (
@@ -36,13 +39,13 @@ from whatif.cluster import (
     TopicConfigs,
     WhatIfInputError,
     empty_columns,
-    partitions_frame,
     replica_problem,
     topic_configs,
 )
 from whatif.lines import bounded_lines
 
-_INFORMATIONAL = ("Offline", "MarkedForDeletion", "Elr", "LastKnownElr", "TopicId")
+MARKED = "MarkedForDeletion"
+_INFORMATIONAL = ("Offline", MARKED, "Elr", "LastKnownElr", "TopicId")
 _KEYS = (
     "Topic", "PartitionCount", "ReplicationFactor", "Configs", "Partition", "Leader", "Replicas",
     "Isr", "Adding Replicas", "Removing Replicas", *_INFORMATIONAL,
@@ -59,6 +62,8 @@ _CANONICAL = re.compile(
     r"\s+Replicas:\s*(\d+(?:,\d+)*)\s+Isr:[ \t]*(\d+(?:,\d+)*)?\s*"
 )
 _FIX_FORMAT = "pass the unedited output of kafka-topics.sh --describe"
+# TopicDescription.printDescription prints the mark after Configs:, whose value runs to it.
+_MARKED_AT_END = re.compile(r"\s+" + MARKED + r"\s*:\s*(\S*)\s*$")
 
 
 @dataclass
@@ -69,6 +74,7 @@ class DescribeSnapshot:
     brokers: set[int] = field(default_factory=set)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     config_lines: dict[str, int] = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)
 
 
 def _fields(line: str, where: str) -> dict[str, str]:
@@ -85,7 +91,12 @@ def _fields(line: str, where: str) -> dict[str, str]:
         if key in found:
             raise WhatIfInputError(f"{where}: {key}: appears twice on the line — {_FIX_FORMAT}")
         if key == "Configs":
-            found[key] = line[m.end() :].strip()
+            rest = line[m.end() :]
+            marked = _MARKED_AT_END.search(rest)
+            if marked is not None:
+                found[MARKED] = marked.group(1)
+                rest = rest[: marked.start()]
+            found[key] = rest.strip()
             break
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
         found[key] = line[m.end() : end].strip()
@@ -101,6 +112,14 @@ def _ids(value: str, name: str, where: str) -> list[int]:
             "broker ids are integers >= 0, e.g. 1,2,3"
         )
     return [int(x) for x in value.split(",")]  # ids above Kafka's Int: replica_problem
+
+
+def _marked(fields: dict[str, str], where: str) -> bool:
+    """``MarkedForDeletion:``'s value: Kafka prints ``true`` (and nothing when not marked)."""
+    value = fields.get(MARKED, "false")
+    if value not in ("true", "false"):
+        raise WhatIfInputError(f"{where}: {MARKED}: {value!r} is not true or false — {_FIX_FORMAT}")
+    return value == "true"
 
 
 def _int(value: str, name: str, where: str, most: int = s.INT_MAX) -> int:
@@ -169,6 +188,8 @@ def _header(
         _int(fields["ReplicationFactor"], "ReplicationFactor", where)
     snap.configs[topic] = _configs(fields.get("Configs", ""))
     snap.config_lines[topic] = number
+    if _marked(fields, where):
+        snap.deleting.add(topic)
 
 
 def parse_describe(path: str | Path) -> DescribeSnapshot:
@@ -218,6 +239,8 @@ def parse_describe(path: str | Path) -> DescribeSnapshot:
             isr = _ids(fields["Isr"], "Isr", where)
             adding = _ids(fields.get("Adding Replicas", ""), "Adding Replicas", where)
             removing = _ids(fields.get("Removing Replicas", ""), "Removing Replicas", where)
+            if _marked(fields, where):
+                snap.deleting.add(topic)
         key = (topic, partition)
         if key in seen:
             raise WhatIfInputError(
@@ -294,12 +317,3 @@ def describe_configs(
         where = f"{path}:{line}" if line is not None else str(path)
         out[topic] = topic_configs(defaults, snap.configs.get(topic, {}), where)
     return out
-
-
-def load_describe(
-    spark: SparkSession, path: str | Path, defaults: BrokerDefaults | None = None
-) -> tuple[DataFrame, set[int], dict[str, TopicConfigs]]:
-    """(partitions DataFrame, brokers named in replica lists, topic configs) of the file."""
-    snap = parse_describe(path)
-    configs = describe_configs(path, snap, defaults or BrokerDefaults())
-    return partitions_frame(spark, snap.columns), snap.brokers, configs

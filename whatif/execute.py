@@ -58,7 +58,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         for p in plan.partitions
         if p.topic in assignments and 0 <= p.partition < len(assignments[p.topic])
     }
-    problems = check_plan(plan, current, cluster.brokers, cluster.racks)
+    problems = check_plan(plan, current, cluster.brokers, cluster.racks, cluster.deleting_topics)
     error = refused_error(options.plan, problems, plan, cluster.brokers)
     if error is not None:
         raise error

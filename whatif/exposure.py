@@ -14,7 +14,9 @@ distinct sets, the fewer failure combinations lose anything. Figures:
   destroy are counted under their own K, not here: counting the K-sets that contain any smaller
   set is an inclusion–exclusion over the sets and is left out on purpose. ``loss_sets[K]`` is
   the numerator. ``n`` is every broker of the snapshot (live, or named in a replica list).
-* ``rack_loss``: rack → partitions whose replicas all sit in that rack (lost if the rack fails).
+* ``rack_loss``: rack → partitions offline if every broker of the rack fails, as ``fail --rack``
+  counts them (``isr_rules.rack_loss``: the whole live ISR in the rack and unclean election off,
+  or every live replica in it); for ``--generate``'s placement every replica is in sync.
 * Failure domains (``whatif.colocation``): connected components of the broker co-location graph
   and, per broker, how many other brokers share a partition with it (``brokers_touched``).
 
@@ -33,8 +35,8 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -55,6 +57,7 @@ from statemachines.assignment import (
 from whatif.answer import Answer
 from whatif.cluster import WhatIfCluster, WhatIfInputError
 from whatif.colocation import FailureDomains, failure_domains
+from whatif.isr_rules import rack_loss, with_topic_configs
 from whatif.options import ExposureOptions
 
 PARTITIONS = "partitions"
@@ -81,13 +84,15 @@ _SETS_SCHEMA = StructType(
 class PlacementExposure:
     """The exposure figures of one placement over ``brokers`` (the universe failures draw from).
 
-    ``replica_sets``: each distinct replica set (ascending ids) → partitions it holds.
+    ``replica_sets``: each distinct replica set (ascending ids) → partitions it holds;
+    ``rack_loss``: rack → partitions offline if the rack fails (``isr_rules.rack_loss``).
     """
 
     brokers: tuple[int, ...]
     replica_sets: dict[tuple[int, ...], int]
     racks: dict[int, str | None]
     domains: FailureDomains
+    rack_loss: dict[str, int] = field(default_factory=dict)
 
     @property
     def loss_sets(self) -> dict[int, int]:
@@ -99,18 +104,6 @@ class PlacementExposure:
     def p_loss(self) -> dict[int, Fraction]:
         n = len(self.brokers)
         return {k: Fraction(c, math.comb(n, k)) for k, c in self.loss_sets.items()}
-
-    @property
-    def rack_loss(self) -> dict[str, int]:
-        """Rack → partitions with every replica in that rack; every rack named, lost or not."""
-        lost = dict.fromkeys(sorted({r for r in self.racks.values() if r is not None}), 0)
-        for members, count in self.replica_sets.items():
-            racks = {self.racks.get(b) for b in members}
-            if len(racks) == 1:
-                (rack,) = racks
-                if rack is not None:
-                    lost[rack] += count
-        return lost
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -132,12 +125,12 @@ def distinct_replica_sets(partitions: DataFrame) -> DataFrame:
 
 
 def placement_exposure(
-    spark: SparkSession,
-    partitions: DataFrame,
-    brokers: Sequence[int],
-    racks: Mapping[int, str | None],
+    spark: SparkSession, cluster: WhatIfCluster, partitions: DataFrame, brokers: Sequence[int]
 ) -> PlacementExposure:
-    """The figures of the placement in ``partitions`` (a ``replicas`` column per partition)."""
+    """The figures of the placement in ``partitions``: the cluster's public table, or a
+    (topic, partition, replicas) placement taken as complete (every replica in sync, the first
+    leading)."""
+    racks = cluster.racks
     rows = distinct_replica_sets(partitions).collect()
     collected = {tuple(int(b) for b in r[s.REPLICAS]): int(r[PARTITIONS]) for r in rows}
     universe = tuple(sorted(set(brokers).union(*collected)))
@@ -148,7 +141,18 @@ def placement_exposure(
         _SETS_SCHEMA,
     )
     domains = failure_domains(spark, sets, universe)
-    return PlacementExposure(universe, collected, {b: racks.get(b) for b in universe}, domains)
+    if s.ISR not in partitions.columns:
+        partitions = partitions.withColumns(
+            {
+                s.ISR: F.col(s.REPLICAS),
+                s.LEADER: F.get(F.col(s.REPLICAS), 0),
+                s.ZK_VERSION: F.lit(0),
+            }
+        )
+    lost = rack_loss(with_topic_configs(cluster, partitions), cluster.brokers, racks)
+    return PlacementExposure(
+        universe, collected, {b: racks.get(b) for b in universe}, domains, lost
+    )
 
 
 def kafka_generate_placement(spark: SparkSession, cluster: WhatIfCluster, seed: int) -> DataFrame:
@@ -199,7 +203,7 @@ def kafka_generate_placement(spark: SparkSession, cluster: WhatIfCluster, seed: 
 
 def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExposureOptions) -> Answer:
     """Copyset exposure, rack loss and failure domains, now and under Kafka's ``--generate``."""
-    actual = placement_exposure(spark, cluster.partitions, cluster.brokers, cluster.racks)
+    actual = placement_exposure(spark, cluster, cluster.partitions, cluster.brokers)
     summary: dict[str, Any] = {
         **actual.summary(),
         "brokers": len(actual.brokers),
@@ -216,7 +220,7 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExposureOptions
         except WhatIfInputError as err:
             not_generated = str(err)
     if generated_frame is not None:
-        generated = placement_exposure(spark, generated_frame, actual.brokers, cluster.racks)
+        generated = placement_exposure(spark, cluster, generated_frame, actual.brokers)
     summary["kafka_generate"] = generated.summary() if generated is not None else None
     summary["failure_domains_engine"] = actual.domains.engine
     tables = _tables(spark, cluster, actual, generated, generated_frame)
@@ -252,7 +256,7 @@ def _lines(
     lost = {r: n for r, n in actual.rack_loss.items() if n}
     if actual.rack_loss:
         lines.append(
-            "Rack failure loses: "
+            "Rack failure takes offline: "
             + (", ".join(f"{r}: {n} partitions" for r, n in lost.items()) or "no partition")
             + "."
         )
@@ -283,7 +287,7 @@ def _sections(actual: PlacementExposure, generated: PlacementExposure | None) ->
     ]
     gen_rack = generated.rack_loss if generated else {}
     rack_rows = [
-        {"rack": r, "partitions lost": n_lost, "--generate": gen_rack.get(r)}
+        {"rack": r, "partitions offline": n_lost, "--generate": gen_rack.get(r)}
         for r, n_lost in actual.rack_loss.items()
     ]
     sections = [

@@ -15,7 +15,7 @@ The figures (issue 37, ``docs/whatif.md``): ``offline_partitions`` have no leade
 failure; ``unclean_elections_needed`` have no live ISR member but a live replica (elected only
 where the topic allows unclean election); ``under_min_isr_partitions`` have a leader and fewer ISR
 members than their ``min.insync.replicas``; ``leaders_moved`` got a new leader. Partitions of topics
-queued for deletion (leader -2) are left alone, as Kafka leaves them.
+queued for deletion are left alone and counted in none, as Kafka leaves them.
 
 ``--any K`` asks the same of every K-subset of live brokers (or ``--samples`` random ones):
 ``whatif.failure_sets``.
@@ -80,14 +80,21 @@ BROKERS_SCHEMA = StructType(
 
 def failed_brokers(cluster: WhatIfCluster, options: FailOptions) -> tuple[int, ...]:
     """The brokers ``--brokers`` or ``--rack`` names, checked against the live brokers."""
-    return named_brokers(cluster.brokers, cluster.racks, cluster.source, options)
+    return named_brokers(
+        cluster.brokers, cluster.racks, cluster.source, options, cluster.down_brokers
+    )
 
 
 def named_brokers(
-    brokers: Sequence[int], racks: Mapping[int, str | None], source: str, options: FailOptions
+    brokers: Sequence[int],
+    racks: Mapping[int, str | None],
+    source: str,
+    options: FailOptions,
+    down_brokers: Sequence[int] = (),
 ) -> tuple[int, ...]:
-    """``failed_brokers`` of a snapshot's live ``brokers``, their ``racks`` and its ``source``
-    name: needs no Spark, so ``whatif.preflight`` checks it before Spark starts."""
+    """``failed_brokers`` of a snapshot's live ``brokers``, their ``racks``, its ``source`` name
+    and the brokers it proves down: needs no Spark, so ``whatif.preflight`` checks it before
+    Spark starts."""
     live = set(brokers)
     listed = ",".join(map(str, brokers))
     if options.rack is not None:
@@ -107,6 +114,14 @@ def named_brokers(
     if options.brokers is None:
         raise WhatIfInputError("fail: give --brokers, --rack or --any")
     unknown = sorted(set(options.brokers) - live)
+    down = [b for b in unknown if b in down_brokers]
+    if down:
+        raise WhatIfInputError(
+            f"--brokers {','.join(map(str, options.brokers))}: broker "
+            f"{','.join(map(str, down))} is already down in {source or 'the snapshot'} "
+            "(in the ISR of a partition Kafka left without a leader) — name live broker ids "
+            f"({listed})"
+        )
     if unknown:
         raise WhatIfInputError(
             f"--brokers {','.join(map(str, options.brokers))}: broker "

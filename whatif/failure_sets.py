@@ -3,7 +3,8 @@
 Every K-subset of live brokers (or ``--samples`` random ones, drawn with ``--seed``) is evaluated
 in one Spark job: a partition is offline after failing S exactly when it has no live leader
 outside S and every broker it could elect is in S, so each partition reduces to one sorted array
-``need`` (its electable live brokers, plus its live leader) and is offline iff ``need ⊆ S``.
+``need`` (``isr_rules.needed_to_fail``: its electable live brokers, plus its live leader; none
+for a partition already offline) and is offline iff ``need ⊆ S``.
 Partitions are grouped by ``need`` first, groups larger than K can never go offline, and only the
 remaining distinct arrays meet the broadcast sets. The election rules are those of
 ``whatif.broker_failure`` (§7.1, §8.2); partitions of topics queued for deletion are left alone.
@@ -20,18 +21,16 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
 
 from html_report.charts import distribution
 from html_report.page import Section
-from statemachines import schemas as s
 from statemachines.brokers import BrokerSet
-from statemachines.columns import has_leadership, in_list, present
 from whatif.answer import Answer
-from whatif.broker_failure import UNCLEAN, slot_columns, snapshot_facts, topics_frame
 from whatif.cluster import WhatIfCluster, WhatIfInputError, columns_frame
+from whatif.isr_rules import DELETING, needed_to_fail, with_topic_configs
 
 SETS_SCHEMA = StructType(
     [
@@ -70,37 +69,17 @@ def failure_sets(
 NEED = "need"
 
 
-def need_column(cluster: WhatIfCluster, w: int) -> Column:
-    """The sorted live brokers a partition needs to lose to go offline (over the public table
-    with an ``unclean_leader_election_enable`` column): the live replicas its offline election
-    may pick — ISR members, or every replica where the topic allows unclean election — and its
-    leader while that is live (the leader is one of the replicas)."""
-    live = BrokerSet.of(cluster.brokers)
-    reps, isr = slot_columns(s.REPLICAS, w), slot_columns(s.ISR, w)
-    unclean = F.col(UNCLEAN)
-    leader = F.col(s.LEADER)
-    needed = [
-        F.when(live.contains(r) & (unclean | in_list(r, isr) | (r == leader)), r) for r in reps
-    ]
-    # Without leadership nothing is elected: such a partition keeps its leader (or none).
-    kept = F.when(live.contains(leader), F.array(leader)).otherwise(F.array().cast("array<int>"))
-    return F.when(has_leadership(), F.array_sort(present(needed))).otherwise(kept)
-
-
 def offline_per_set(
     spark: SparkSession, cluster: WhatIfCluster, sets: list[tuple[int, ...]], k: int
 ) -> list[int]:
     """Offline partitions after each set fails, in the order of ``sets`` (one Spark job)."""
-    facts = snapshot_facts(cluster)
-    topics = topics_frame(spark, cluster, facts.topics)
-    rows = cluster.partitions.join(F.broadcast(topics.select(s.TOPIC, UNCLEAN)), s.TOPIC, "left")
-    default = cluster.broker_defaults.unclean_leader_election_enable
-    rows = rows.withColumn(UNCLEAN, F.coalesce(F.col(UNCLEAN), F.lit(default)))
+    rows = with_topic_configs(cluster, cluster.partitions)
     # Topics queued for deletion are left alone.
-    rows = rows.where(F.col(s.LEADER) != s.LEADER_DURING_DELETE)
+    rows = rows.where(~F.col(DELETING))
     # Distinct ``need`` arrays, not partitions, meet the sets; larger than K never go offline.
+    need = needed_to_fail(BrokerSet.of(cluster.brokers), F.col(DELETING))
     groups = (
-        rows.groupBy(need_column(cluster, facts.width).alias(NEED))
+        rows.groupBy(need.alias(NEED))
         .agg(F.count(F.lit(1)).alias("partitions"))
         .where(F.size(NEED) <= k)
     )

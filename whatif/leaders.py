@@ -11,8 +11,8 @@
   it now: every partition not led by its preferred replica whose preferred replica is live and in
   the ISR, whichever broker's ratio it counts in (a manual election has no threshold).
 
-Partitions of topics queued for deletion (leader -2) and partitions without leadership are left
-out, as Kafka leaves them out.
+Partitions of topics queued for deletion (marked in the snapshot, or leader -2) and partitions
+without leadership are left out, as Kafka leaves them out.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from statemachines.columns import has_leadership
 from whatif import broker_balance as bb
 from whatif.answer import Answer, election_json
 from whatif.cluster import WhatIfCluster, columns_frame
+from whatif.isr_rules import DELETING
 from whatif.options import LeadersOptions
 
 PREFERRED = "preferred"
@@ -52,12 +53,14 @@ BROKERS_SCHEMA = StructType(
 
 def electable(live: Iterable[int]) -> Column:
     """A preferred election would move the leadership to the preferred replica: the partition
-    has leadership, is not being deleted, is led by another broker (or none), and its preferred
-    replica is live and in the ISR (Kafka's ``preferred`` selection, §7.1)."""
+    has leadership, its topic is not being deleted (the ``deleting`` column; Kafka's
+    ``onReplicaElection`` and ``checkAndTriggerAutoLeaderRebalance`` skip topics queued for
+    deletion), it is led by another broker (or none), and its preferred replica is live and in
+    the ISR (Kafka's ``preferred`` selection, §7.1)."""
     preferred = F.get(F.col(s.REPLICAS), 0)
     return (
         has_leadership()
-        & (F.col(s.LEADER) != s.LEADER_DURING_DELETE)
+        & ~F.col(DELETING)
         & (F.col(s.LEADER) != preferred)
         & BrokerSet.of(live).contains(preferred)
         & F.array_contains(F.col(s.ISR), preferred)
@@ -66,7 +69,7 @@ def electable(live: Iterable[int]) -> Column:
 
 def answer(spark: SparkSession, cluster: WhatIfCluster, options: LeadersOptions) -> Answer:
     """``leaders``: imbalance ratios, auto-rebalance elections and ``election.json``."""
-    partitions = cluster.partitions.withColumns(
+    partitions = cluster.partitions.withColumn(DELETING, cluster.being_deleted()).withColumns(
         {PREFERRED: F.get(F.col(s.REPLICAS), 0), PREFERRED_ELECTION: electable(cluster.brokers)}
     )
     metrics: dict[str, dict[int, float]] = {"ratio": {}, "preferred": {}, "not_preferred": {}}

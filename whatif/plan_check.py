@@ -16,6 +16,8 @@ non-empty replicas     error     the controller, §10.4 (INVALID_REPLICA_ASSIGNM
 no duplicate replica   error     the controller, §10.4
 non-negative ids       error     the controller, §10.4
 known partition        error     the controller, §10.4 (UNKNOWN_TOPIC_OR_PARTITION)
+topic not being        error     the controller (``maybeTriggerPartitionReassignment``: a topic
+deleted                          queued for deletion answers UNKNOWN_TOPIC_OR_PARTITION)
 replica brokers exist  error     the tool ("Unknown broker id"); declared new brokers allowed
 replication factor     warning   RF changes are allowed by Kafka, but rarely meant
 rack safety            error     fewer racks than before, where the brokers' racks allow more
@@ -190,13 +192,14 @@ def check_plan(
     current: Mapping[PartitionKey, Sequence[int]],
     brokers: Iterable[int],
     racks: Mapping[int, str | None],
+    deleting: Iterable[str] = (),
 ) -> list[Problem]:
     """Every problem of ``plan`` against the cluster.
 
     ``current`` maps (topic, partition) to its current replicas, for at least the plan's
     partitions (a partition missing from it is unknown to the cluster); ``brokers`` are the
     brokers a replica may be placed on (live ones and those the plan adds); ``racks`` maps brokers
-    to their rack (None or absent = rackless).
+    to their rack (None or absent = rackless); ``deleting`` are the topics queued for deletion.
     """
     known = set(brokers)
     problems: list[Problem] = []
@@ -210,8 +213,19 @@ def check_plan(
         )
     seen = Counter((p.topic, p.partition) for p in plan.partitions)
     all_racks = {r for r in racks.values() if r is not None}
+    doomed = frozenset(deleting)
     for entry in plan.partitions:
         problems.extend(_check_entry(entry, seen, current, known, racks, len(all_racks)))
+        if entry.topic in doomed and (entry.topic, entry.partition) in current:
+            problems.append(
+                Problem(
+                    entry.topic,
+                    entry.partition,
+                    "topic",
+                    f"topic {entry.topic} is queued for deletion — Kafka refuses to reassign it "
+                    "(UNKNOWN_TOPIC_OR_PARTITION); leave it out of the plan",
+                )
+            )
     return problems
 
 

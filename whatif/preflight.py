@@ -71,7 +71,7 @@ def _check_named_brokers(snapshot: ClusterInput, options: object) -> None:
     racks = snapshot.merged_racks()
     if isinstance(options, FailOptions):
         if options.any_k is None:
-            named_brokers(snapshot.live, racks, snapshot.name, options)
+            named_brokers(snapshot.live, racks, snapshot.name, options, snapshot.down)
         else:
             check_any(snapshot.live, options.any_k)
     if isinstance(options, RollOptions):

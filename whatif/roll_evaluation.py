@@ -15,9 +15,12 @@ Each batch follows Kafka's sequence (spec §8.4, §11):
 
 The snapshot's ISR is where every batch starts: an already under-replicated partition counts.
 Only live ISR members count (a replica on a broker that is down gives no redundancy); the brokers
-rolled are the live ones. During batch b a partition's ISR is its live ISR minus b:
+rolled are the live ones. During batch b a partition's ISR is its live ISR minus b, or — when
+none is left and the topic allows unclean election — the live replica outside b that the offline
+election picks (§8.2), alone. The counts are ``fail``'s (``whatif.isr_rules``):
 
-* ``offline``: no ISR member left; ``under_min_isr``: some left, but fewer than the topic's
+* ``offline``: no live ISR member left, so no leader (Kafka keeps the last, stopped, member in
+  the ISR); ``under_min_isr``: a leader, but fewer ISR members than the topic's
   ``min.insync.replicas``;
 * ``min_margin``: the smallest ``|ISR during b| − min.insync.replicas`` over all partitions;
 * ``leaders_moved``: partitions whose leader at the start of b is in b and has a successor.
@@ -29,14 +32,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from statemachines import schemas as s
 from statemachines.columns import literal_array
 from whatif.cluster import WhatIfCluster
+from whatif.isr_rules import DELETING, UNCLEAN, left_offline, with_topic_configs
+from whatif.isr_rules import MIN_ISR as RULES_MIN_ISR
 
 ISR_LIVE = "isr_live"
 LIVE_ISR_SIZE = "live_isr_size"
@@ -54,11 +57,6 @@ MOVED = "leader_moved"
 # Broker ids up to this are looked up in an array literal indexed by id (``batch_lookup``).
 MAX_DENSE_ID = 1 << 16
 NO_LEADER = s.NO_LEADER
-
-_I = IntegerType()
-_MIN_ISR_SCHEMA = StructType(
-    [StructField(s.TOPIC, StringType(), nullable=False), StructField(MIN_ISR, _I, nullable=False)]
-)
 
 
 @dataclass(frozen=True)
@@ -85,34 +83,33 @@ class BatchResult:
 
 
 def partition_form(spark: SparkSession, cluster: WhatIfCluster) -> DataFrame:
-    """(topic, partition, replicas, isr, leader, isr_live, live_isr_size, min_isr, slack). No job.
+    """(topic, partition, replicas, isr, leader, isr_live, live_isr_size, min_isr, slack,
+    unclean_leader_election_enable). No job.
 
-    ``isr_live``: the ISR members on live brokers, in ISR order; ``slack``: ``live_isr_size −
-    min_isr``.
+    ``isr_live``: the ISR members on live brokers, in ISR order — none for a partition Kafka left
+    without a leader (``isr_rules.left_offline``: its ISR is down); ``slack``: ``live_isr_size −
+    min_isr``. Topics queued for deletion are left out: the controlled shutdown leaves them alone
+    (§8.4 step 5) and they count in no figure.
     """
     live = batch_lookup([cluster.brokers])
-    default = cluster.broker_defaults.min_insync_replicas
-    frame = cluster.partitions.select(s.TOPIC, s.PARTITION, s.REPLICAS, s.ISR, s.LEADER)
-    overrides = {
-        t: c.min_insync_replicas
-        for t, c in cluster.topic_configs.items()
-        if c.min_insync_replicas != default
-    }
-    if overrides:
-        table = pa.table(
-            {
-                s.TOPIC: pa.array(list(overrides), pa.string()),
-                MIN_ISR: pa.array(list(overrides.values()), pa.int32()),
-            }
-        )
-        by_topic = spark.createDataFrame(table, _MIN_ISR_SCHEMA)
-        frame = frame.join(F.broadcast(by_topic), s.TOPIC, "left").withColumn(
-            MIN_ISR, F.coalesce(F.col(MIN_ISR), F.lit(default))
-        )
-    else:
-        frame = frame.withColumn(MIN_ISR, F.lit(default))
+    rows = with_topic_configs(cluster, cluster.partitions)
+    deleting = F.col(DELETING)
+    frame = rows.where(~deleting).select(
+        s.TOPIC,
+        s.PARTITION,
+        s.REPLICAS,
+        s.ISR,
+        s.LEADER,
+        F.col(RULES_MIN_ISR).alias(MIN_ISR),
+        UNCLEAN,
+        left_offline(deleting).alias("_left_offline"),
+    )
+    isr_live = F.when(F.col("_left_offline"), F.array().cast("array<int>")).otherwise(
+        F.filter(s.ISR, lambda b: live(b) >= 0)
+    )
     return (
-        frame.withColumn(ISR_LIVE, F.filter(s.ISR, lambda b: live(b) >= 0))
+        frame.withColumn(ISR_LIVE, isr_live)
+        .drop("_left_offline")
         .withColumn(LIVE_ISR_SIZE, F.size(ISR_LIVE))
         .withColumn(SLACK, F.col(LIVE_ISR_SIZE) - F.col(MIN_ISR))
     )
@@ -228,7 +225,17 @@ def batch_rows(form: DataFrame, batches: Sequence[Sequence[int]]) -> DataFrame:
     hit = F.array_union(F.transform(s.REPLICAS, batch_of), F.array(F.lit(-1)))
     rows = chained.withColumn(BATCH, F.explode(hit))
     batch = F.col(BATCH)
-    during = F.filter(ISR_LIVE, lambda r: batch_of(r) != batch)
+    # With no live ISR member outside the batch, the batch's brokers stop still leading and the
+    # offline election (§8.2) picks a live replica outside it where the topic allows unclean
+    # election: that replica alone is the ISR. Otherwise the partition is offline, its ISR
+    # keeping the last member (isr_rules.isr_after_removing) but none of it live.
+    clean = F.filter(ISR_LIVE, lambda r: batch_of(r) != batch)
+    unclean = F.when(
+        (batch >= 0) & (F.size(clean) == 0) & (F.col(LIVE_ISR_SIZE) > 0) & F.col(UNCLEAN),
+        # The batches hold every live broker: a replica in none is down.
+        F.filter(s.REPLICAS, lambda r: (batch_of(r) != batch) & (batch_of(r) >= 0)),
+    )
+    during = F.coalesce(F.slice(unclean, 1, 1), clean)
     leader = _leader_at_start(batch)
     moved = (batch >= 0) & (batch_of(leader) == batch) & _successor(batch_of, batch).isNotNull()
     size = F.size(ISR_DURING)

@@ -8,7 +8,7 @@
 
 Beside the source: ``rack_map`` (CSV ``id,rack``) sets the racks of the brokers it lists (for
 ``describe``, whose text names no racks and no idle brokers, it also adds its brokers to the live
-set); ``sizes`` (CSV ``topic,partition,bytes``) becomes ``WhatIfCluster.sizes``; ``config``
+set, unless the snapshot proves them down); ``sizes`` (CSV ``topic,partition,bytes``) becomes ``WhatIfCluster.sizes``; ``config``
 (``KEY=VALUE`` items) overrides Kafka's broker defaults, below each topic's own overrides.
 A scenario's own ``config:`` sits between Kafka's defaults and ``config``.
 """
@@ -35,9 +35,10 @@ from whatif.cluster import (
     broker_defaults,
     columns_frame,
     partitions_frame,
+    proven_down,
     topic_configs,
 )
-from whatif.describe import describe_configs, load_describe, parse_describe
+from whatif.describe import describe_configs, parse_describe
 from whatif.lines import bounded_lines
 from whatif.run_source import check_run, load_run
 from whatif.snapshot_checks import Known, check_rack_map, check_sizes
@@ -51,7 +52,6 @@ __all__ = [
     "WhatIfInputError",
     "ZkOptions",
     "load_cluster",
-    "load_describe",
     "load_rack_map",
     "load_run",
     "load_scenario_cluster",
@@ -222,6 +222,7 @@ class ClusterInput:
     live: tuple[int, ...] = ()  # the snapshot's live brokers, with ``known``
     source_racks: dict[int, str | None] = field(default_factory=dict)
     name: str = ""  # the source, as messages name it ("describe FILE")
+    down: tuple[int, ...] = ()  # brokers the snapshot proves down (not in ``live``)
 
     def merged_racks(self) -> dict[int, str | None]:
         """Every live broker's rack: the source's, then the rack map's (as ``build`` merges)."""
@@ -239,6 +240,8 @@ class ClusterInput:
             cluster.broker_defaults,
             None if self.sizes is None else columns_frame(spark, self.sizes, SIZES_SCHEMA),
             cluster.source,
+            cluster.deleting_topics,
+            cluster.down_brokers,
         )
 
 
@@ -296,26 +299,31 @@ def _read_source(
     if describe is not None:
         snap = parse_describe(describe)
         configs = describe_configs(describe, snap, defaults)
-        brokers = tuple(sorted(snap.brokers | set(racks)))
+        named = tuple(sorted(snap.brokers | set(racks)))
+        # The brokers named in replica lists or the rack map are live unless the snapshot proves
+        # them down: the ISR of a partition Kafka left without a leader.
+        down = tuple(sorted(proven_down(snap.columns, snap.deleting, configs)))
+        brokers = tuple(b for b in named if b not in down)
         source = f"describe {describe}"
 
         def described(spark: SparkSession) -> WhatIfCluster:
             frame = partitions_frame(spark, snap.columns)
             return WhatIfCluster(
-                frame, brokers, dict.fromkeys(brokers), configs, defaults, source=source
-            )
+                frame, brokers, dict.fromkeys(named), configs, defaults, source=source,
+                deleting_topics=frozenset(snap.deleting), down_brokers=down,
+            )  # fmt: skip
 
         # Filtered output (--under-replicated-partitions, ...) has no topic header lines.
         known = Known.of_columns(
-            snap.columns, brokers, filtered=not snap.config_lines, adds_brokers=True
+            snap.columns, named, filtered=not snap.config_lines, adds_brokers=True
         )
-        return ClusterInput(described, racks, sized, known, brokers, {}, source)
+        return ClusterInput(described, racks, sized, known, brokers, {}, source, down)
     if zk is not None:
-        cols, live, zk_racks, zk_configs = read_zk_columns(zk, defaults, zk_options)
+        cols, live, zk_racks, zk_configs, deleting = read_zk_columns(zk, defaults, zk_options)
         return ClusterInput(
             lambda spark: WhatIfCluster(
                 partitions_frame(spark, cols), live, zk_racks, zk_configs, defaults,
-                source=f"zk {zk}",
+                source=f"zk {zk}", deleting_topics=deleting,
             ),
             racks, sized, Known.of_columns(cols, live), live, zk_racks, f"zk {zk}",
         )  # fmt: skip

@@ -3,14 +3,15 @@
 Reads what Kafka's controller reads at startup (spec §2.1), through ``ReadOnlyZkClient``:
 ``/brokers/ids/*`` (live brokers and their racks), ``/brokers/topics/*`` (assignments and
 in-flight reassignments), ``/brokers/topics/<t>/partitions/<p>/state`` (leader, ISR, epochs; the
-znode's data version is ``zk_version``) and ``/config/topics/<t>`` (topic overrides). Payloads are
+znode's data version is ``zk_version``) and ``/config/topics/<t>`` (topic overrides) and ``/admin/delete_topics`` (the topics queued for
+deletion, as the controller's ``initializeControllerContext`` reads them). Payloads are
 decoded by the controller's own strict models (``controller.zk.paths``); one that breaks Kafka's
 schema raises ``WhatIfInputError`` naming the znode and field.
 
 States follow the controller's startup rule (``initializePartitionState``): a partition with a
 live leader is ``OnlinePartition``, one with a state znode but no live leader
-``OfflinePartition`` (a topic being deleted has leader -2 there and is kept as written), and one
-without a state znode ``NewPartition``. Gets are pipelined
+``OfflinePartition`` (kept as written for a topic being deleted), and one without a state znode
+``NewPartition``. Gets are pipelined
 (``get_async``, a window in flight), so a large cluster costs round trips per window, not per
 znode.
 """
@@ -29,6 +30,7 @@ from controller.zk.errors import MalformedZnodeError
 from controller.zk.paths import (
     BROKER_IDS,
     BROKER_TOPICS,
+    DELETE_TOPICS,
     BrokerIdZNode,
     PartitionStateZNode,
     TopicConfigZNode,
@@ -72,6 +74,7 @@ class ZkSnapshot:
     brokers: tuple[int, ...]
     racks: dict[int, str | None]
     topic_configs: dict[str, TopicConfigs] = field(default_factory=dict)
+    deleting_topics: frozenset[str] = frozenset()
 
 
 def _read_failed(hosts: str, exc: ZnodeReadError) -> WhatIfInputError:
@@ -106,20 +109,24 @@ def read_zk(
     options: ZkOptions | None = None,
 ) -> ZkSnapshot:
     """The cluster under ``hosts`` (kazoo's connect string, chroot included)."""
-    cols, live, racks, configs = read_zk_columns(hosts, defaults, options)
-    return ZkSnapshot(partitions_frame(spark, cols), live, racks, configs)
+    cols, live, racks, configs, deleting = read_zk_columns(hosts, defaults, options)
+    return ZkSnapshot(partitions_frame(spark, cols), live, racks, configs, deleting)
 
 
 ZkColumns = tuple[
-    dict[str, list[Any]], tuple[int, ...], dict[int, str | None], dict[str, TopicConfigs]
+    dict[str, list[Any]],
+    tuple[int, ...],
+    dict[int, str | None],
+    dict[str, TopicConfigs],
+    frozenset[str],
 ]
 
 
 def read_zk_columns(
     hosts: str, defaults: BrokerDefaults | None = None, options: ZkOptions | None = None
 ) -> ZkColumns:
-    """``read_zk`` before Spark: the partitions as column lists, the live brokers, their racks
-    and the topics' configs, every znode read and validated."""
+    """``read_zk`` before Spark: the partitions as column lists, the live brokers, their racks,
+    the topics' configs and the topics queued for deletion, every znode read and validated."""
     options = options or ZkOptions()
     client = ReadOnlyZkClient(
         hosts,
@@ -222,4 +229,7 @@ def _snapshot(client: ReadOnlyZkClient, hosts: str, defaults: BrokerDefaults) ->
     ):
         overrides = TopicConfigZNode.decode(data, path).config if version >= 0 else {}
         configs[topic] = topic_configs(defaults, overrides, f"--zk {hosts}: znode {path}")
-    return cols, tuple(sorted(live)), racks, configs
+    # A deletion request for a topic that no longer exists is dropped, as the controller does.
+    marked = _children(client, DELETE_TOPICS) if client.exists(DELETE_TOPICS) else []
+    deleting = frozenset(t for t in marked if t in assignments)
+    return cols, tuple(sorted(live)), racks, configs, deleting

@@ -40,10 +40,11 @@ REPLICATION_KEYS = (
     "divergent_partitions",
 )
 
+Spec = tuple[tuple[str, str, bool], ...]
 # (label, metrics.jsonl key, always drawn): Kafka's metric name as the label where Kafka has one.
 # A gauge not always drawn is left out while it stays 0, so a quiet run's chart stays readable;
 # the global partition and topic counts are left out as their scale would flatten every other line.
-CONTROLLER_SERIES: tuple[tuple[str, str, bool], ...] = (
+CONTROLLER_SERIES: Spec = (
     ("OfflinePartitionsCount", "offline_partitions_count", True),
     ("PreferredReplicaImbalanceCount", "preferred_replica_imbalance_count", True),
     ("UnderReplicatedPartitions (sum)", "under_replicated_partitions", False),
@@ -54,14 +55,14 @@ CONTROLLER_SERIES: tuple[tuple[str, str, bool], ...] = (
     ("UncleanLeaderElections (count)", "UncleanLeaderElections", False),
     ("EventQueueSize", "EventQueueSize", False),
 )
-BROKER_SERIES: tuple[tuple[str, str, bool], ...] = (
+BROKER_SERIES: Spec = (
     ("UnderReplicatedPartitions", "UnderReplicatedPartitions", True),
     ("UnderMinIsrPartitionCount", "UnderMinIsrPartitionCount", True),
     ("OfflinePartitionsCount", "OfflinePartitionsCount", True),
 )
 BROKER_CHART = "Under-replicated / under min ISR / offline"
 # Without broker lines (no replication emulation), the controller's own counts of the same.
-AT_RISK_FROM_CONTROLLER: tuple[tuple[str, str, bool], ...] = (
+AT_RISK_FROM_CONTROLLER: Spec = (
     ("UnderReplicatedPartitions (sum)", "under_replicated_partitions", True),
     ("OfflinePartitionsCount", "offline_partitions_count", True),
 )
@@ -176,7 +177,8 @@ def _at_risk(
             "source brokers), each held until the next line"
         )
     else:
-        series = _series(timelines.get(CONTROLLER, []), AT_RISK_FROM_CONTROLLER)
+        lines = timelines.get(CONTROLLER, [])
+        series = _series(lines, AT_RISK_FROM_CONTROLLER, CONTROLLER_SERIES)
         text = (
             "The controller's count of offline partitions and the brokers' under-replicated "
             "count it sums (metrics.jsonl), each held until the next event. "
@@ -242,10 +244,13 @@ def _timelines(metrics: Iterable[Mapping[str, Any]]) -> dict[str, list[_Values]]
     return out
 
 
-def _series(lines: list[_Values], spec: tuple[tuple[str, str, bool], ...]) -> dict[str, Points]:
-    """The chart's step lines: a line without a key adds no point to that series."""
+def _series(lines: list[_Values], spec: Spec, read: Spec | None = None) -> dict[str, Points]:
+    """The chart's step lines of ``spec``, from ``lines`` holding the values of ``read`` (by
+    default ``spec``) in its order: a line without a key adds no point to that series."""
+    keys = [key for _, key, _ in (read or spec)]
     out: dict[str, Points] = {}
-    for i, (label, _, always) in enumerate(spec):
+    for label, key, always in spec:
+        i = keys.index(key)
         points = [(t / 1000, float(v[i])) for t, v in lines if v[i] is not None]
         # A hidden series stays in the mapping, empty: it keeps the others' colours.
         out[label] = points if always or any(y for _, y in points) else []

@@ -127,6 +127,10 @@ def test_without_broker_lines_the_at_risk_chart_reads_the_controllers_counts() -
     assert "emulation.replication" in at_risk
     gauges = _section(html, "Controller gauges")
     assert "<!-- UncleanLeaderElections (count) -->" in gauges  # left 0 at 1 s: drawn
+    # The at-risk lines read their own keys: an imbalance of 800 reaches only the gauges' axis.
+    skewed = _render([*CONTROLLER, _controller(9000, 3, 800, under_replicated_partitions=5)])
+    assert "<!-- 800 -->" in _section(skewed, "Controller gauges")
+    assert "<!-- 800 -->" not in _section(skewed, BROKER_CHART)
     assert "lagging followers" not in html  # never left 0 (absent here): left out
 
 

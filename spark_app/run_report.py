@@ -262,7 +262,17 @@ def _detail(value: Any) -> str:
     (``topic-partition``)."""
     if isinstance(value, list) and all(_is_partition(v) for v in value):
         value = [f"{v['topic']}-{v['partition']}" for v in value]
-    return format_value(value)
+    return format_value(_set(value))
+
+
+def _set(value: Any) -> Any:
+    """``value`` without the fields left unset (None) at any depth: a created topic's config
+    lists only the keys the scenario gives."""
+    if isinstance(value, Mapping):
+        return {k: _set(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_set(v) for v in value]
+    return value
 
 
 def _is_partition(value: Any) -> bool:

@@ -97,6 +97,7 @@ TIMELINE = [
     {"at": 1000, "type": "broker_failure", "brokers": [2]},
     {"at": 1000, "type": "zk_session_expiry", "broker": 2, "extra": None},
     {"at": 4000, "type": "cancel_reassignment", "partitions": [{"topic": "t", "partition": 0}]},
+    {"at": 4000, "type": "create_topic", "topic": {"name": "a", "config": {"retention.ms": None}}},
 ]
 
 
@@ -165,6 +166,7 @@ def test_scenario_events_are_numbered_marks_on_both_timelines() -> None:
         ("1", "1s", "broker_failure", "brokers: 2"),
         ("1", "1s", "zk_session_expiry", "broker: 2"),  # a None field is left out
         ("2", "4s", "cancel_reassignment", "partitions: t-0"),  # as Kafka names it
+        ("2", "4s", "create_topic", "topic: name: a, config: "),  # unset keys left out
     ]  # fmt: skip
     marks = [
         line.get_xdata()[0]

@@ -54,6 +54,17 @@ SERIES_COLOURS = (
     "#d36fb4",
 )
 
+# Line dash patterns in series order: solid first, then patterns whose gaps fall in different places.
+LINESTYLES: tuple[str | tuple[int, tuple[float, ...]], ...] = (
+    "-",
+    (0, (6.0, 3.0)),
+    (0, (1.0, 2.0)),
+    (0, (8.0, 2.0, 1.5, 2.0)),
+    (3, (3.0, 3.0)),
+    (0, (2.0, 1.0, 2.0, 4.0)),
+)
+WIDEST, NARROWEST = 3.0, 1.1  # points: the first series' width, the last's
+
 _RC = {
     # A fixed salt makes clip-path and marker ids, and so the SVG bytes, the same on every run.
     "svg.hashsalt": "kce-report",
@@ -243,6 +254,12 @@ def fit_tick_labels(ax: Axes, labels: Sequence[str]) -> None:
         step += 1
 
 
+def series_width(k: int, n: int) -> float:
+    """The ``k``-th of ``n`` lines' width, from ``WIDEST`` down to ``NARROWEST``: drawn in that
+    order, each on top of the wider ones, lines that coincide all stay visible."""
+    return WIDEST if n == 1 else WIDEST - (WIDEST - NARROWEST) * k / (n - 1)
+
+
 def _thinned(n: int) -> list[int]:
     """At most ``MAX_TICK_LABELS`` evenly spaced positions out of ``n``, the first always kept."""
     step = max(1, math.ceil(n / MAX_TICK_LABELS))
@@ -274,9 +291,19 @@ def _loglog_figure(
         if not drawn:
             no_data(ax)
         for i, (name, points) in enumerate(drawn.items()):
-            colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
             xs, ys = [x for x, _ in points], [y for _, y in points]
-            ax.plot(xs, ys, marker="o", markersize=4, color=colour, linewidth=1.3, label=name)
+            width = series_width(i, len(drawn))
+            ax.plot(
+                xs,
+                ys,
+                marker="o",
+                markersize=width + 2,  # markers too, wider first: equal counts stay visible
+                color=SERIES_COLOURS[i % len(SERIES_COLOURS)],
+                linewidth=width,
+                linestyle=LINESTYLES[i % len(LINESTYLES)],
+                zorder=2 + i,
+                label=name,
+            )
         if drawn:
             ax.set_xscale("log")
             ax.set_yscale("log")

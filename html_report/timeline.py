@@ -13,21 +13,19 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from html_report.charts import FULL_WIDTH, SERIES_COLOURS, no_data, svg_chart, titled_axes
+from html_report.charts import (
+    FULL_WIDTH,
+    LINESTYLES,
+    SERIES_COLOURS,
+    no_data,
+    series_width,
+    svg_chart,
+    titled_axes,
+)
 
 # A step line of up to 2 × 500 points: about 2 px per step across the page's 1200 px column.
 MAX_STEP_BUCKETS = 500
 MARK_COLOUR = "#8a8f98"
-# Dash patterns in series order: solid first, then patterns whose gaps fall in different places.
-LINESTYLES: tuple[str | tuple[int, tuple[float, ...]], ...] = (
-    "-",
-    (0, (6.0, 3.0)),
-    (0, (1.0, 2.0)),
-    (0, (8.0, 2.0, 1.5, 2.0)),
-    (3, (3.0, 3.0)),
-    (0, (2.0, 1.0, 2.0, 4.0)),
-)
-WIDEST, NARROWEST = 3.0, 1.1  # points: the first series' width, the last's
 MARK_ROW_POINTS = 10.0  # the height of one row of mark numbers above the plot
 MARK_SEPARATION = 0.02  # of the plot's width: closer marks go to the next row
 MAX_MARK_ROWS = 4
@@ -72,7 +70,7 @@ def step_timeline(
                 ys,
                 where="post",
                 color=SERIES_COLOURS[i % len(SERIES_COLOURS)],
-                linewidth=_width(k, len(drawn)),
+                linewidth=series_width(k, len(drawn)),
                 linestyle=LINESTYLES[k % len(LINESTYLES)],
                 zorder=2 + k,  # later, narrower lines on top of earlier, wider ones
                 label=name,
@@ -108,11 +106,6 @@ def step_timeline(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return ax.figure
-
-
-def _width(k: int, n: int) -> float:
-    """The ``k``-th of ``n`` lines' width: from ``WIDEST`` down to ``NARROWEST``."""
-    return WIDEST if n == 1 else WIDEST - (WIDEST - NARROWEST) * k / (n - 1)
 
 
 def _mark_rows(fractions: Sequence[float]) -> list[int]:

@@ -118,12 +118,12 @@ def test_broker_labels_never_touch_however_many_brokers(brokers: int) -> None:
         assert boxes[-1].x1 <= figure.bbox.x1
 
 
-def _pixels(figure: Figure) -> np.ndarray:
-    """The plot area's pixels (RGB), rendered by Agg: what a reader sees, legend left out."""
+def _pixels(figure: Figure, panel: int = 0) -> np.ndarray:
+    """A plot area's pixels (RGB), rendered by Agg: what a reader sees, legend left out."""
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     rgb = np.asarray(canvas.buffer_rgba())[:, :, :3].astype(int)
-    box = figure.axes[0].bbox
+    box = figure.axes[panel].bbox
     height = rgb.shape[0]
     return rgb[int(height - box.y1) : int(height - box.y0), int(box.x0) : int(box.x1)]
 
@@ -154,3 +154,14 @@ def test_before_and_after_are_both_visible_for_many_brokers() -> None:
     pixels = _pixels(bars_before_after.figure("Leaders", before, dict(before), "leaders"))
     assert _seen(pixels, "#2f6fb5") >= 1000  # the bars
     assert _seen(pixels, "#4d5561") >= 200  # the outline along their tops
+
+
+def test_every_line_of_a_sweep_chart_is_visible_where_counts_are_equal() -> None:
+    """A broker failure's elections, ZooKeeper writes and LeaderAndIsr partitions are often the
+    same count at every size: each line of the sweep chart's work panel still shows."""
+    points = [(1e3, 10.0), (1e4, 100.0), (1e5, 1000.0)]
+    names = ["elections", "zk_writes", "LeaderAndIsr_partitions", "UpdateMetadata_partitions"]
+    figure = loglog_panels.figure("t", [("count", dict.fromkeys(names, points))], "partitions")
+    pixels = _pixels(figure)
+    for i, name in enumerate(names):
+        assert _seen(pixels, SERIES_COLOURS[i]) >= 20, f"{name} is hidden"

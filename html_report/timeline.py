@@ -25,7 +25,8 @@ from html_report.charts import (
 
 # A step line of up to 2 × 500 points: about 2 px per step across the page's 1200 px column.
 MAX_STEP_BUCKETS = 500
-MARK_COLOUR = "#8a8f98"
+# Light and solid: a mark is never mistaken for a (dashed or dotted) series.
+MARK_COLOUR = "#c3c8cf"
 MARK_ROW_POINTS = 10.0  # the height of one row of mark numbers above the plot
 MARK_SEPARATION = 0.02  # of the plot's width: closer marks go to the next row
 MAX_MARK_ROWS = 4
@@ -46,7 +47,7 @@ def step_timeline(
     its place in the mapping, and a series without points is not drawn but keeps its place, so
     charts of one set of series colour each the same. A long series is thinned first
     (``thin_steps``): the SVG stays small whatever the input. Each ``(x, label)`` of ``marks`` is
-    a dashed vertical line with its label above the plot."""
+    a light vertical line with its label above the plot."""
     drawn = {
         name: (i, thin_steps(points, until))
         for i, (name, points) in enumerate(series.items())
@@ -85,8 +86,7 @@ def step_timeline(
             ax.axvline(
                 x,
                 color=MARK_COLOUR,
-                linewidth=0.8,
-                linestyle=(0, (2.0, 2.0)),
+                linewidth=1.0,
                 zorder=1,
                 label="scenario event" if n == 0 else "_nolegend_",
             )

@@ -186,7 +186,7 @@ def _at_risk(
             "replication (emulation.replication)"
         )
     if marks:
-        text += "; the numbered dashed lines are the scenario's events, listed below."
+        text += "; the numbered grey lines are the scenario's events, listed below."
     else:
         text += "."
     return Section(
@@ -214,7 +214,7 @@ def _marks(
                 "#": marks[-1][1],
                 "at": format_duration(at),
                 "event": event["type"],
-                "details": "; ".join(f"{k}: {_detail(v)}" for k, v in details.items()),
+                "details": "; ".join(f"{k}: {_detail(k, v)}" for k, v in details.items()),
             }
         )
     return marks, rows
@@ -257,9 +257,11 @@ def _series(lines: list[_Values], spec: Spec, read: Spec | None = None) -> dict[
     return out
 
 
-def _detail(value: Any) -> str:
+def _detail(key: str, value: Any) -> str:
     """A scenario event's field as the timeline table shows it: partitions as Kafka names them
-    (``topic-partition``)."""
+    (``topic-partition``), a fault's ``duration`` as the scenario spells durations."""
+    if key == "duration" and isinstance(value, int):
+        return format_duration(value)
     if isinstance(value, list) and all(_is_partition(v) for v in value):
         value = [f"{v['topic']}-{v['partition']}" for v in value]
     return format_value(_set(value))

@@ -95,7 +95,7 @@ EVENTS = [
 # The scenario's timeline as the runner passes it: two events at 1 s share one mark.
 TIMELINE = [
     {"at": 1000, "type": "broker_failure", "brokers": [2]},
-    {"at": 1000, "type": "zk_session_expiry", "broker": 2, "extra": None},
+    {"at": 1000, "type": "broker_pause", "brokers": [2], "duration": 12000, "extra": None},
     {"at": 4000, "type": "cancel_reassignment", "partitions": [{"topic": "t", "partition": 0}]},
     {"at": 4000, "type": "create_topic", "topic": {"name": "a", "config": {"retention.ms": None}}},
 ]
@@ -151,7 +151,7 @@ def test_broker_lines_feed_the_at_risk_chart() -> None:
 
 
 def test_scenario_events_are_numbered_marks_on_both_timelines() -> None:
-    """One mark per distinct time of the scenario's events (two at 1 s share mark 1), a dashed
+    """One mark per distinct time of the scenario's events (two at 1 s share mark 1), a grey
     line at that time on the at-risk chart and on the controller's, listed under the first."""
     html = _render([*CONTROLLER, *BROKERS])
     for heading in (BROKER_CHART, "Controller gauges"):
@@ -164,7 +164,7 @@ def test_scenario_events_are_numbered_marks_on_both_timelines() -> None:
     )
     assert listed == [
         ("1", "1s", "broker_failure", "brokers: 2"),
-        ("1", "1s", "zk_session_expiry", "broker: 2"),  # a None field is left out
+        ("1", "1s", "broker_pause", "brokers: 2; duration: 12s"),  # None left out
         ("2", "4s", "cancel_reassignment", "partitions: t-0"),  # as Kafka names it
         ("2", "4s", "create_topic", "topic: name: a, config: "),  # unset keys left out
     ]  # fmt: skip
@@ -177,7 +177,7 @@ def test_scenario_events_are_numbered_marks_on_both_timelines() -> None:
         .lines
         if line.get_label() in ("scenario event", "_nolegend_")
     ]
-    assert marks == [1.0, 4.0]  # the dashed lines stand at the events' times
+    assert marks == [1.0, 4.0]  # the grey lines stand at the events' times
     # No timeline: no marks and no list.
     bare = render_run_report(SUMMARY, EVENTS, CONTROLLER, 30_000)
     assert "scenario event" not in bare and "<td>broker_failure</td>" not in bare

@@ -1,3 +1,3 @@
 """The self-contained HTML report both ``kce whatif`` and ``kce run`` write: the page
-(``page``) and its inline SVG charts (``charts``). It imports neither ``spark_app`` nor
-``whatif``, so both can use it."""
+(``page``), its inline SVG charts (``charts``) and step lines over time (``timeline``). It imports
+neither ``spark_app`` nor ``whatif``, so both can use it."""

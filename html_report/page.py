@@ -26,6 +26,10 @@ Row = Mapping[str, Any]
 
 MAX_LIST_ITEMS = 10
 MAX_TABLE_ROWS = 50
+# A nested mapping of many values (per broker, per topic) shows its first entries as a grid of
+# GRID_COLUMNS keys over their values, GRID_ROWS such rows: a small table, not a wall of text.
+GRID_COLUMNS = 10
+GRID_ROWS = 2
 
 _ID = re.compile(r'\bid="([^"]+)"')
 _REF = re.compile(r'(href="#|url\(#)([^")]+)')
@@ -33,7 +37,8 @@ _REF = re.compile(r'(href="#|url\(#)([^")]+)')
 
 @dataclass(frozen=True)
 class Section:
-    """A part of the report: a heading, a short paragraph, SVG charts and tables of rows.
+    """A part of the report: a heading, a short paragraph, charts (inline SVG, or an ``<img>``)
+    and tables of rows.
 
     A table is a list of rows, each a mapping of column to value; the columns are the keys of the
     rows in first-seen order.
@@ -83,16 +88,51 @@ def render_html(
     )
 
 
-def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The summary as (key, display value) rows. A small nested mapping becomes dotted keys; a large
-    one (a per-topic or per-broker breakdown) stays one truncated row so the table stays short."""
-    rows: list[tuple[str, str]] = []
-    for key, value in summary.items():
-        if isinstance(value, Mapping) and 0 < len(value) <= MAX_LIST_ITEMS:
-            rows.extend((f"{key}.{k}", v) for k, v in summary_rows(value))
-        else:
-            rows.append((str(key), format_value(value)))
-    return rows
+@dataclass(frozen=True)
+class Pairs:
+    """A nested mapping shown as a small table of key → value rows (a value may nest again)."""
+
+    rows: list[tuple[str, Cell]]
+    more: int
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A nested mapping of many plain values shown as rows of up to ``GRID_COLUMNS`` keys, each
+    over its value, and how many entries are left out."""
+
+    chunks: list[tuple[list[str], list[str]]]
+    more: int
+
+
+Cell = str | Pairs | Grid
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, Cell]]:
+    """The summary as (key, cell) rows: a plain value as its text, a nested mapping as a small
+    table (``cell``)."""
+    return [(str(key), cell(value)) for key, value in summary.items()]
+
+
+def cell(value: Any) -> Cell:
+    """A value as a summary cell: a mapping of more than ``MAX_LIST_ITEMS`` plain values as a
+    ``Grid``, another non-empty mapping as ``Pairs``, anything else as ``format_value``'s text."""
+    if not isinstance(value, Mapping) or not value:
+        return format_value(value)
+    items = list(value.items())
+    shown = GRID_COLUMNS * GRID_ROWS
+    if len(items) > MAX_LIST_ITEMS and not any(_nested(v) for _, v in items):
+        chunks = [
+            ([str(k) for k, _ in items[i : i + GRID_COLUMNS]],
+             [format_value(v) for _, v in items[i : i + GRID_COLUMNS]])
+            for i in range(0, min(len(items), shown), GRID_COLUMNS)
+        ]  # fmt: skip
+        return Grid(chunks, max(0, len(items) - shown))
+    return Pairs([(str(k), cell(v)) for k, v in items[:shown]], max(0, len(items) - shown))
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, Mapping) and bool(value)
 
 
 def format_value(value: Any) -> str:

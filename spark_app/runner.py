@@ -292,7 +292,8 @@ def _finish(
     summary["wall_seconds"] = round(time.perf_counter() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     # Last, from the files just written: the page shows exactly what the run's outputs hold.
-    write_run_report(out, summary, scenario.until)
+    timeline = [e.model_dump(mode="json") for e in scenario.timeline()]
+    write_run_report(out, summary, scenario.until, timeline)
     if checkpoints is not None:
         checkpoints.remove()
     return summary

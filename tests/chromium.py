@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -48,3 +49,29 @@ def assert_not_blank(screenshot: Path, size: tuple[int, int]) -> None:
     assert colours is not None and len(colours) > 50
     # The most common colour covers under 98% of the pixels.
     assert max(n for n, _ in colours) < 0.98 * size[0] * size[1]
+
+
+# Writes how far the page reaches past the window's width into the DOM, once laid out.
+_PROBE = (
+    "<script>addEventListener('load', () => document.body.setAttribute('data-overflow', "
+    "document.documentElement.scrollWidth - document.documentElement.clientWidth))</script>"
+)
+
+
+def page_overflow(page: Path, profile: Path, width: int) -> int:
+    """How many CSS pixels ``page`` reaches past a window ``width`` pixels wide (0: it fits),
+    measured by Chromium's layout. The report forbids scripts, so a copy beside the profile
+    carries a probe script and a policy that lets it run."""
+    html = page.read_text(encoding="utf-8")
+    assert "default-src 'none';" in html and "</body>" in html
+    html = html.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
+    profile.mkdir(parents=True, exist_ok=True)
+    probe = profile / f"probe-{page.name}"
+    probe.write_text(html.replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(
+        probe, profile / "profile", f"--window-size={width},900", "--virtual-time-budget=2000",
+        "--dump-dom",
+    ).stdout  # fmt: skip
+    found = re.search(r'data-overflow="(-?\d+)"', dom)
+    assert found, "the probe did not run"
+    return int(found.group(1))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from html_report.charts import (
+    BEFORE_OUTLINE,
     OVER,
     bars_before_after,
     distribution,
@@ -23,14 +24,17 @@ from html_report.charts import (
     ratios_against_threshold,
 )
 from html_report.page import (
+    GRID_COLUMNS,
     MAX_LIST_ITEMS,
     MAX_TABLE_ROWS,
+    Grid,
+    Pairs,
     Section,
     format_value,
     render_report,
     summary_rows,
 )
-from tests.chromium import assert_not_blank, chromium, needs_chromium
+from tests.chromium import assert_not_blank, chromium, needs_chromium, page_overflow
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKERS = 250
@@ -133,10 +137,11 @@ def test_the_page_has_title_question_summary_and_every_section(report: Path) -> 
     assert page.text["h2"] == ["Summary", *HEADINGS]
     assert page.tags["svg"] == CHARTS
     assert page.tags["figure"] == CHARTS
-    assert page.tags["table"] == 1 + 2  # the summary and the two sections' tables
+    # The summary, its two nested values' small tables, and the two sections' tables.
+    assert page.tags["table"] == 1 + 2 + 2
     assert '<th scope="row">offline_partitions</th><td>1,234,567</td>' in html
-    assert '<th scope="row">leaders.moved</th><td>420</td>' in html
-    assert '<th scope="row">leaders.unchanged</th><td>9580</td>' in html
+    assert '<tr><th scope="row">moved</th><td>420</td></tr>' in html
+    assert '<tr><th scope="row">unchanged</th><td>9580</td></tr>' in html
 
 
 def test_ids_are_unique_across_the_inline_charts(report: Path) -> None:
@@ -211,16 +216,31 @@ def test_text_is_escaped(tmp_path: Path) -> None:
     assert "<k>" not in html and "<v>" not in html and "<x>" not in html
 
 
-def test_long_lists_and_tables_are_truncated(report: Path) -> None:
+def test_nested_summary_values_are_small_tables(report: Path) -> None:
     rows = dict(summary_rows(SUMMARY))
-    more = 25 - MAX_LIST_ITEMS
-    assert rows["leaders.moved"] == "420"  # a small nested mapping becomes dotted keys
-    assert rows["partitions_per_topic"] == (
-        ", ".join(f"topic-{i}: {i}" for i in range(MAX_LIST_ITEMS)) + f" … and {more} more"
+    # A small nested mapping: a key -> value table.
+    assert rows["leaders"] == Pairs([("moved", "420"), ("unchanged", "9580")], 0)
+    # A large one: rows of GRID_COLUMNS keys over their values, two such rows, then the count.
+    grid = rows["partitions_per_topic"]
+    assert isinstance(grid, Grid) and grid.more == 25 - 2 * GRID_COLUMNS
+    assert grid.chunks[0] == (
+        [f"topic-{i}" for i in range(GRID_COLUMNS)],
+        [str(i) for i in range(GRID_COLUMNS)],
     )
+    html = report.read_text(encoding="utf-8")
+    assert '<table class="nested grid">' in html and "… and 5 more</td>" in html
+    assert "topic-0: 0" not in html  # no wall of "key: value" text
+    # A mapping nesting mappings: pairs whose values are tables again.
+    nested = dict(summary_rows({"generate": {"moved": 3, "per_broker": {b: b for b in range(12)}}}))
+    assert isinstance(nested["generate"], Pairs)
+    assert isinstance(dict(nested["generate"].rows)["per_broker"], Grid)
+
+
+def test_long_lists_and_tables_are_truncated(report: Path) -> None:
+    more = 25 - MAX_LIST_ITEMS
     assert format_value(list(range(25))).endswith(f"9 … and {more} more")
     assert format_value(list(range(MAX_LIST_ITEMS))) == ", ".join(map(str, range(MAX_LIST_ITEMS)))
-    assert rows["brokers_failed"] == "3, 7"
+    assert dict(summary_rows(SUMMARY))["brokers_failed"] == "3, 7"
     html = report.read_text(encoding="utf-8")
     assert f"… and {BROKERS - MAX_TABLE_ROWS} more rows" in html
     assert "<td>orders-0, orders-3</td>" in html
@@ -244,14 +264,17 @@ def _fills(svg: str, colour: str) -> int:
     return svg.count(f"fill: {colour}")
 
 
-def test_bars_before_after_draws_two_bars_per_broker_with_thinned_labels() -> None:
+def test_bars_before_after_many_brokers_draw_after_bars_under_a_before_outline() -> None:
     before = {b: b % 5 + 1 for b in range(BROKERS, 0, -1)}
     after = {b: 3 for b in range(2, BROKERS + 1)}  # broker 1 gone: its after-bar is 0
     svg = bars_before_after("Replicas", before, after, "replicas")
     assert svg.startswith("<svg")
-    assert _fills(svg, "#a8b3bf") >= BROKERS and _fills(svg, "#2f6fb5") >= BROKERS
+    assert _fills(svg, "#2f6fb5") >= BROKERS  # a bar per broker
+    assert svg.count(f"stroke: {BEFORE_OUTLINE}") >= 2  # the outline, and its legend line
     assert 10 <= _ticks(svg) <= 40
     assert "<!-- 1 -->" in svg  # the first broker's label is always shown
+    few = bars_before_after("Replicas", {1: 2, 2: 3}, {1: 3, 2: 2}, "replicas")
+    assert _fills(few, "#a8b3bf") == 2 + 1 and f"stroke: {BEFORE_OUTLINE}" not in few
 
 
 def test_few_brokers_get_every_label() -> None:
@@ -318,3 +341,16 @@ def test_headless_chromium_shows_the_charts(report: Path, tmp_path: Path) -> Non
     for heading in ["Summary", *HEADINGS]:
         assert f"<h2>{heading}</h2>" in dom
     assert "What if brokers 3 and 7 fail?" in dom
+    # 250 brokers' charts and tables: no wider than the window, at the page's column or
+    # narrower (charts scale down, tables scroll in their own box).
+    for width in (1280, 800):
+        assert page_overflow(report, tmp_path / f"w{width}", width) == 0
+
+
+@needs_chromium
+def test_the_overflow_probe_sees_a_page_wider_than_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "wide.html"
+    render_report(path, title="t", question="q", summary={}, sections=[])
+    html = path.read_text(encoding="utf-8")
+    path.write_text(html.replace("</body>", '<div style="width:2000px">x</div></body>'))
+    assert page_overflow(path, tmp_path / "w", 1280) > 600

@@ -27,8 +27,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from html_report.charts import step_timeline
 from html_report.page import Section
+from html_report.timeline import step_timeline
 from spark_app.progress import WorkProgress
 from spark_app.scenario import Scenario
 from statemachines import schemas as s

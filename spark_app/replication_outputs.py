@@ -47,6 +47,7 @@ def metric_line(g: Snapshot) -> dict[str, Any]:
         "UnderMinIsrPartitionCount": g.under_min_isr,
         "AtMinIsrPartitionCount": g.at_min_isr,
         "OfflinePartitionsCount": g.offline,
+        "leader_down_partitions": g.leader_down,
         "IsrShrinksPerSec": g.isr_shrinks,
         "IsrExpandsPerSec": g.isr_expands,
         "FailedIsrUpdatesPerSec": g.failed_isr_updates,
@@ -69,6 +70,8 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
         "failed_isr_updates": n.failed_isr_updates,
         "isr_change_notifications": n.isr_change_notifications,
         "under_min_isr_partition_seconds": round(n.under_min_isr_partition_ms / 1000, 3),
+        "offline_partition_seconds": round(n.offline_partition_ms / 1000, 3),
+        "leader_down_partition_seconds": round(n.leader_down_partition_ms / 1000, 3),
         "acked_records_lost": lost,
         "divergent_partitions": divergent,
     }

@@ -8,6 +8,7 @@ algorithm over the registered brokers with the scenario's seeded random draws.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -66,7 +67,10 @@ class Actor:
 
     def broker_failure(self, event: se.BrokerFailure) -> None:
         for b in event.brokers:
-            self.cluster.crash(b)
+            if event.detection == "session_timeout":
+                self.cluster.crash_unnoticed(b)
+            else:
+                self.cluster.crash(b)
 
     def broker_startup(self, event: se.BrokerStartup) -> None:
         for b in event.brokers:
@@ -123,18 +127,23 @@ class Actor:
             self.replication().broker_config_changed(b, held)
 
     def power_loss(self, event: se.PowerLoss) -> None:
-        for b in event.brokers:
-            self.cluster.crash(b)
+        self._crash_and_restart(event.brokers)
         self.replication().lose_unflushed(event.brokers)
-        self._restart(event.brokers)
 
     def broker_restart(self, event: se.BrokerRestart) -> None:
+        if not event.clean:
+            self._crash_and_restart(event.brokers)
+            return
         for b in event.brokers:
-            if event.clean:
-                self.cluster.controlled_shutdown(b)
-            else:
-                self.cluster.crash(b)
+            self.cluster.controlled_shutdown(b)
         self._restart(event.brokers)
+
+    def _crash_and_restart(self, brokers: tuple[int, ...]) -> None:
+        """Real crashes: the brokers start again once their old sessions have expired (Kafka
+        refuses to register a broker while ``/brokers/ids/<id>`` of its old session is there)."""
+        ends = [self.cluster.crash_unnoticed(b) for b in brokers]
+        at = max((x for x in ends if x is not None), default=self.cluster.clock.now_ms())
+        self.cluster.timer.schedule_at(at, functools.partial(self._restart, brokers))
 
     def _restart(self, brokers: tuple[int, ...]) -> None:
         """The controller learns of the failures first; then the brokers start again, and
@@ -147,7 +156,7 @@ class Actor:
     def _unreachable_from_zookeeper(self, brokers: tuple[int, ...], duration_ms: int) -> None:
         """A broker that cannot heartbeat for longer than ``zookeeper.session.timeout.ms`` loses
         its session then (its ephemerals vanish), and registers again when it is back."""
-        timeout = self.replication().settings.session_timeout_ms
+        timeout = self.cluster.session_timeout_ms
         if duration_ms <= timeout:
             return
         cluster, now = self.cluster, self.cluster.clock.now_ms()

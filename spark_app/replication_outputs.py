@@ -32,7 +32,6 @@ def replication_settings(scenario: Scenario) -> ReplicationSettings:
         fetch_wait_ms=c.replica_fetch_wait_max_ms,
         flush_periods_ms=flush_periods,
         flush_messages=None if messages >= LONG_MAX else messages,
-        session_timeout_ms=c.zookeeper_session_timeout_ms,
         min_isr=c.min_insync_replicas,
         driver_rows=scenario.execution.driver_rows,
     )
@@ -47,6 +46,7 @@ def metric_line(g: Snapshot) -> dict[str, Any]:
         "UnderMinIsrPartitionCount": g.under_min_isr,
         "AtMinIsrPartitionCount": g.at_min_isr,
         "OfflinePartitionsCount": g.offline,
+        "leader_down_partitions": g.leader_down,
         "IsrShrinksPerSec": g.isr_shrinks,
         "IsrExpandsPerSec": g.isr_expands,
         "FailedIsrUpdatesPerSec": g.failed_isr_updates,
@@ -69,6 +69,8 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
         "failed_isr_updates": n.failed_isr_updates,
         "isr_change_notifications": n.isr_change_notifications,
         "under_min_isr_partition_seconds": round(n.under_min_isr_partition_ms / 1000, 3),
+        "offline_partition_seconds": round(n.offline_partition_ms / 1000, 3),
+        "leader_down_partition_seconds": round(n.leader_down_partition_ms / 1000, 3),
         "acked_records_lost": lost,
         "divergent_partitions": divergent,
     }

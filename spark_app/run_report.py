@@ -36,6 +36,8 @@ REPLICATION_KEYS = (
     "isr_expands",
     "isr_change_notifications",
     "under_min_isr_partition_seconds",
+    "offline_partition_seconds",
+    "leader_down_partition_seconds",
     "acked_records_lost",
     "divergent_partitions",
 )
@@ -59,6 +61,7 @@ BROKER_SERIES: Spec = (
     ("UnderReplicatedPartitions", "UnderReplicatedPartitions", True),
     ("UnderMinIsrPartitionCount", "UnderMinIsrPartitionCount", True),
     ("OfflinePartitionsCount", "OfflinePartitionsCount", True),
+    ("leader down, not yet noticed", "leader_down_partitions", False),
 )
 BROKER_CHART = "Under-replicated / under min ISR / offline"
 # Without broker lines (no replication emulation), the controller's own counts of the same.

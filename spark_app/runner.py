@@ -237,6 +237,7 @@ def start_playback(
         catch_up_ms=scenario.emulation.catch_up_ms,
         alter_isr=scenario.config.ibp_at_least("2.7-IV2"),
         state_change_log=changes,
+        session_timeout_ms=scenario.config.zookeeper_session_timeout_ms,
     )
     timeline = list(scenario.timeline())
     playback = Playback(cluster, Actor(cluster, scenario.seed), timeline, progress)

@@ -12,6 +12,12 @@ legacy count rule (Kafka <= 0.8.x): out of sync when it lags by more than
 ``replica.lag.max.messages`` or has not fetched for ``replica.lag.time.max.ms``; checked every
 ``replica.lag.time.max.ms``. Either way a follower rejoins once its LEO reaches the leader's high
 watermark and the leader's epoch start offset.
+
+The gauges count what is up. A crashed broker stays registered until its ZooKeeper session
+expires (spec §3.6), and until then the controller leaves it in the ISRs and as leader; but it
+serves and acknowledges nothing. So an ISR member counts only while its broker is up, and a
+partition whose leader is down counts as offline (``OFFLINE``; ``LEADER_DOWN`` of them while
+still led by it), not under-replicated: what producers and consumers see.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ URP = "under_replicated"
 UNDER_MIN = "under_min_isr"
 AT_MIN = "at_min_isr"
 OFFLINE = "offline"
+LEADER_DOWN = "leader_down"
 PARTITIONS = "partitions"
 
 
@@ -148,10 +155,12 @@ def outlook(
     checking: frozenset[int],
     starts: Mapping[int, int],
     checked_ms: int,
+    down: frozenset[int] = frozenset(),
 ) -> DataFrame:
     """One row: the next time (> ``c.start_ms``, null for never) a leader's rules change an ISR
     under ``c``, and the gauges now. ``checking``: brokers whose ``isr-expiration`` task runs;
-    ``checked_ms``: the last time it ran (its runs up to then are done)."""
+    ``checked_ms``: the last time it ran (its runs up to then are done); ``down``: crashed
+    brokers (counted as down, see the module docstring)."""
     w = s.width(table)
     m = r.Motion(c, w)
     table = m.prepare(table)
@@ -197,15 +206,20 @@ def outlook(
         reach = t0 + F.ceil(F.least((behind_now + 2) * 1000 / gain, F.lit(r.MAX_COPY)))
         candidates.append(F.when(m.fetching(k) & (behind_now > 0) & (gain > 0), reach))
     next_ms = F.least(*[F.when(x > t0, x) for x in candidates])
-    size = r.isr_size(w)
+    # The gauges count what is up (module docstring): ISR members not crashed, and a partition
+    # whose leader crashed is offline although the controller has not moved it yet.
+    up = (((x != s.EMPTY_SLOT) & ~r.member(x, down)).cast("int") for x in r.isr(w))
+    size = sum(up, F.lit(0))
     replicas = sum(((x != s.EMPTY_SLOT).cast("int") for x in r.replicas(w)), F.lit(0))
     min_isr = r.min_isr_of(c)
-    led = leader != s.NO_LEADER
+    leader_down = (leader != s.NO_LEADER) & r.member(leader, down)
+    led = (leader != s.NO_LEADER) & ~leader_down
     return table.agg(
         F.min(next_ms).alias(NEXT_MS),
         F.sum((led & (size < replicas)).cast("long")).alias(URP),
         F.sum((led & (size < min_isr)).cast("long")).alias(UNDER_MIN),
         F.sum((led & (size == min_isr)).cast("long")).alias(AT_MIN),
         F.sum((~led).cast("long")).alias(OFFLINE),
+        F.sum(leader_down.cast("long")).alias(LEADER_DOWN),
         F.count(F.lit(1)).alias(PARTITIONS),
     )

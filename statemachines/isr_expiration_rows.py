@@ -22,7 +22,6 @@ from statemachines.replication_rows import (
     in_isr,
     is_follower,
     isr_members,
-    isr_size,
     leader_value,
     least,
     maybe_increment_hw,
@@ -172,26 +171,30 @@ def outlook(
     checking: frozenset[int],
     starts: Mapping[int, int],
     checked_ms: int,
+    down: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
     """The next time (> ``c.start_ms``, None for never) a leader's rules change an ISR under
-    ``c``, and the gauges now, under ``isr_expiration``'s keys. As Spark's sums, the gauges of
-    a table without rows are None (``PARTITIONS`` 0)."""
+    ``c``, and the gauges now, under ``isr_expiration``'s keys, counting what is up (``down``:
+    crashed brokers). As Spark's sums, the gauges of a table without rows are None
+    (``PARTITIONS`` 0)."""
     nexts = [_next_change(row, c, rule, checking, starts, checked_ms) for row in rows]
-    urp = under = at = offline = 0
+    urp = under = at = offline = leader_down = 0
     for row in rows:
         w = width(row)
-        size = isr_size(row, w)
+        size = sum(1 for b in isr_members(row, w) if b != s.EMPTY_SLOT and b not in down)
         replicas = sum(1 for k in range(w) if row[s.replica_col(k)] != s.EMPTY_SLOT)
         min_isr = min_isr_of(c, row)
-        if row[s.LEADER] == s.NO_LEADER:
+        if row[s.LEADER] == s.NO_LEADER or row[s.LEADER] in down:
             offline += 1
+            leader_down += row[s.LEADER] != s.NO_LEADER
             continue
         urp += size < replicas
         under += size < min_isr
         at += size == min_isr
-    counts = (urp, under, at, offline) if rows else (None, None, None, None)
+    keys = (ie.URP, ie.UNDER_MIN, ie.AT_MIN, ie.OFFLINE, ie.LEADER_DOWN)
+    counts = (urp, under, at, offline, leader_down) if rows else (None,) * len(keys)
     return {
         ie.NEXT_MS: min((x for x in nexts if x is not None), default=None),
-        **dict(zip((ie.URP, ie.UNDER_MIN, ie.AT_MIN, ie.OFFLINE), counts, strict=True)),
+        **dict(zip(keys, counts, strict=True)),
         ie.PARTITIONS: len(rows),
     }

@@ -179,15 +179,58 @@ def test_events_see_brokers_and_topics_as_they_are_at_their_time() -> None:
     assert "broker 3 is down at 3s" in found["events[4].brokers[0]"]
 
 
-def test_restarts_leave_their_brokers_up() -> None:
+def test_a_clean_restart_leaves_its_brokers_up() -> None:
+    data = scenario(
+        {"type": "broker_restart", "brokers": [1]},
+        {"at": "3s", "type": "broker_startup", "brokers": [1]},
+    )
+    found = problems(data)
+    assert list(found) == ["events[1].brokers[0]"] and "already up" in found["events[1].brokers[0]"]
+
+
+def test_crashed_brokers_stay_registered_until_their_sessions_expire() -> None:
+    # Kafka's KafkaZkClient.registerBroker (checkedEphemeralCreate) fails with NodeExists while
+    # the old session's /brokers/ids/<id> is there: a crash is noticed, and the broker can
+    # start again, only zookeeper.session.timeout.ms (18 s in 2.8) later (spec §3.6).
     data = scenario(
         {"type": "broker_restart", "brokers": [1], "clean": False},
         {"at": "2s", "type": "power_loss", "brokers": [2]},
-        {"at": "3s", "type": "broker_startup", "brokers": [1, 2]},
+        {"at": "3s", "type": "broker_failure", "brokers": [3], "detection": "session_timeout"},
+        {"at": "10s", "type": "broker_startup", "brokers": [1, 2, 3]},
+        {"at": "15s", "type": "fetch_stop", "brokers": [1], "duration": "1s"},
+        {"at": "21s", "type": "broker_startup", "brokers": [3]},
+        {"at": "22s", "type": "broker_startup", "brokers": [1, 2, 3]},
     )
     found = problems(data)
-    assert sorted(found) == ["events[2].brokers[0]", "events[2].brokers[1]"]
-    assert "already up" in found["events[2].brokers[0]"]
+    assert sorted(found) == [
+        "events[3].brokers[0]", "events[3].brokers[1]", "events[3].brokers[2]",
+        "events[4].brokers[0]", "events[5].brokers[0]", "events[6].brokers[0]",
+        "events[6].brokers[1]",
+    ]  # fmt: skip
+    assert "session expires at 19s" in found["events[3].brokers[0]"]
+    assert "start it after 20s" in found["events[3].brokers[1]"]
+    assert "broker 1 is down at 15s" in found["events[4].brokers[0]"]
+    assert "session expires at 21s" in found["events[5].brokers[0]"]  # the expiry comes after
+    # Past their sessions the restarted brokers are up again; the failed one is down.
+    assert all("already up" in found[f"events[6].brokers[{j}]"] for j in range(2))
+    # Kafka 2.4's 6 s session: every session has expired by 10 s.
+    early = problems(data, ("zookeeper.session.timeout.ms=6000",))
+    assert sorted(early) == [
+        "events[3].brokers[0]", "events[3].brokers[1]", "events[5].brokers[0]",
+        "events[6].brokers[0]", "events[6].brokers[1]", "events[6].brokers[2]",
+    ]  # fmt: skip
+    assert all("already up" in m for m in early.values())
+
+
+def test_detection_is_immediate_or_session_timeout() -> None:
+    s = scenario_from_data(scenario({"type": "broker_failure", "brokers": [1]}))
+    assert s.events[0].detection == "immediate"  # type: ignore[union-attr]
+    assert not s.replication_enabled()  # as before: the controller learns at once
+    timed = {"type": "broker_failure", "brokers": [1], "detection": "session_timeout"}
+    assert scenario_from_data(scenario(timed)).replication_enabled()
+    found = problems(scenario({**timed, "detection": "timeout"}))
+    assert list(found) == ["events[0].detection"]
+    assert "'immediate' or 'session_timeout'" in found["events[0].detection"]
 
 
 # -- emulation ---------------------------------------------------------------------------------

@@ -157,8 +157,15 @@ def test_follower_slower_than_the_producer_falls_behind_and_holds_the_high_water
         ie.UNDER_MIN: 0,
         ie.AT_MIN: 0,
         ie.OFFLINE: 0,
+        ie.LEADER_DOWN: 0,
         ie.PARTITIONS: 1,
     }
+    # A crashed broker stays leader and ISR member until its session expires and the controller
+    # acts (spec §3.6), but serves nothing: the gauges count only what is up.
+    follower_down = ier.outlook([out], later, rule, frozenset({1}), {1: 0}, 15_000, frozenset({2}))
+    assert (follower_down[ie.URP], follower_down[ie.AT_MIN], follower_down[ie.OFFLINE]) == (1, 1, 0)
+    leader_down = ier.outlook([out], later, rule, frozenset({2}), {2: 0}, 15_000, frozenset({1}))
+    assert (leader_down[ie.OFFLINE], leader_down[ie.LEADER_DOWN], leader_down[ie.URP]) == (1, 1, 0)
 
 
 def test_flush_boundary_inside_the_step_puts_the_log_as_it_was_then_on_disk() -> None:
@@ -403,6 +410,7 @@ class Case:
     records: int
     acked_now: bool
     power_lost: frozenset[int]
+    down: frozenset[int]  # crashed brokers the gauges leave out
     versions: list[int] = field(default_factory=list)
 
 
@@ -436,6 +444,7 @@ def cases(draw: st.DrawFn) -> Case:
         records=draw(st.integers(1, 50)),
         acked_now=draw(st.booleans()),
         power_lost=draw(subset),
+        down=draw(few),
         versions=draw(st.lists(st.integers(0, 9), min_size=40, max_size=40)),
     )
 
@@ -491,7 +500,9 @@ def _rows_side(case: Case) -> tuple[dict[str, Any], list[tuple[int, int, list[in
         "fetch_stats": rr.fetch_stats(t, c),
         "isr_updates": updates,
         "with_isr": ier.with_isr(t, written),
-        "outlook": [ier.outlook(t, c, case.rule, case.checking, case.starts, case.checked_ms)],
+        "outlook": [
+            ier.outlook(t, c, case.rule, case.checking, case.starts, case.checked_ms, case.down)
+        ],
         "receive": lair.receive(t, case.decided, case.restarted, case.use_epochs, c.start_ms),
         "append": lair.append(
             t, where, case.records, case.acked_now, lambda row: rr.min_isr_of(c, row)
@@ -538,7 +549,9 @@ def _spark_side(
         "fetch_stats": fs.fetch_stats(df, c),
         "isr_updates": ie.isr_updates(df, c, case.rule, case.ticking, case.now_ms),
         "with_isr": ie.with_isr(df, local_frame(spark, written, _WRITTEN)),
-        "outlook": ie.outlook(df, c, case.rule, case.checking, case.starts, case.checked_ms),
+        "outlook": ie.outlook(
+            df, c, case.rule, case.checking, case.starts, case.checked_ms, case.down
+        ),
         "receive": lai.receive(
             df,
             _frame(spark, case.decided, _decided_schema(case.wd)),

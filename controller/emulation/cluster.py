@@ -4,7 +4,10 @@ An ``EmulatedCluster`` owns one ZooKeeper session per broker on the ensemble it 
 znode times then follow the cluster's virtual clock), and one ``KafkaController`` module per
 broker, each with the ensemble's partition-state store for its session. A crash expires the
 broker's session, so its ephemeral ``/brokers/ids/<id>`` (and ``/controller``, if it held it)
-vanish and the watches fire exactly as on a real ensemble. ``drain`` delivers watches and runs
+vanish and the watches fire exactly as on a real ensemble: at once (``crash``: the session
+closes with the process), or ``session_timeout_ms`` later (``crash_unnoticed``: a real crash; the
+process serves nothing meanwhile, but the ensemble, and so the controller, still count it
+registered, spec §3.6). ``drain`` delivers watches and runs
 every controller's queue until nothing is left, deterministically, on the calling thread.
 
 With ``model_replication`` the brokers' logs decide the ISR (``replication``). Without it,
@@ -16,6 +19,7 @@ of the run keeps them out.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +84,7 @@ class EmulatedCluster:
     alter_isr: bool = True  # inter.broker.protocol.version >= 2.7-IV2
     state_change_log: EventStateChangeLog | None = None
     replication: Replication | None = None  # the brokers' logs, when the scenario models them
+    session_timeout_ms: int = 18_000  # zookeeper.session.timeout.ms: a crashed broker's session
 
     def __post_init__(self) -> None:
         self.timer = Timer(self.clock)
@@ -143,14 +148,39 @@ class EmulatedCluster:
             broker.controller.startup()
 
     def crash(self, broker_id: int) -> None:
-        """A hard failure: the session expires, the broker's ephemerals vanish."""
+        """The process stops and its session closes with it: the ephemerals vanish at once."""
+        if self._stop(broker_id):
+            self._end_session(broker_id, self.brokers[broker_id].zk)
+
+    def crash_unnoticed(self, broker_id: int) -> int | None:
+        """A real crash: the process stops now, but ZooKeeper expires its session only after
+        ``session_timeout_ms`` without a heartbeat; until then ``/brokers/ids/<id>`` (and
+        ``/controller``) stay and no controller acts. The time the session ends (None: the broker
+        was down already)."""
+        if not self._stop(broker_id):
+            return None
+        at = self.clock.now_ms() + self.session_timeout_ms
+        zk = self.brokers[broker_id].zk
+        self.timer.schedule_at(at, functools.partial(self._end_session, broker_id, zk))
+        return at
+
+    def _stop(self, broker_id: int) -> bool:
+        """The broker's process stops (its controller module resigns in-process, its timers
+        with it); false if it was not running (e.g. it finished a controlled shutdown)."""
         broker = self.brokers[broker_id]
-        if not broker.alive:  # already down (e.g. it finished a controlled shutdown)
-            return
+        if not broker.alive:
+            return False
         broker.controller.events.clear_and_put(ev.Expire())
         broker.controller.events.run_until_idle()
-        broker.alive = broker.registered = False
-        self.zookeeper.expire_session(broker.zk, reconnect=False)
+        broker.alive = False
+        if self.replication is not None:
+            self.replication.broker_stopped()
+        return True
+
+    def _end_session(self, broker_id: int, zk: ZkClient) -> None:
+        """The crashed broker's session ends: its ephemerals vanish and the watches fire."""
+        self.brokers[broker_id].registered = False
+        self.zookeeper.expire_session(zk, reconnect=False)
 
     def expire_session(self, broker_id: int) -> None:
         """ZooKeeper session expiry (spec §3.6): Expire, then re-register and RegisterBrokerAndReelect."""

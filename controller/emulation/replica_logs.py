@@ -52,6 +52,7 @@ class ReplicaLogs(Protocol):
         checking: frozenset[int],
         starts: Mapping[int, int],
         checked_ms: int,
+        down: frozenset[int],
     ) -> dict[str, Any]: ...
     def receive(
         self,
@@ -117,9 +118,10 @@ class SparkLogs:
         checking: frozenset[int],
         starts: Mapping[int, int],
         checked_ms: int,
+        down: frozenset[int],
     ) -> dict[str, Any]:
-        found = ie.outlook(self._current(), c, rule, checking, starts, checked_ms).collect()
-        return found[0].asDict()
+        found = ie.outlook(self._current(), c, rule, checking, starts, checked_ms, down)
+        return found.collect()[0].asDict()
 
     def receive(
         self,
@@ -233,8 +235,9 @@ class RowLogs:
         checking: frozenset[int],
         starts: Mapping[int, int],
         checked_ms: int,
+        down: frozenset[int],
     ) -> dict[str, Any]:
-        return isr_rows.outlook(self._current(), c, rule, checking, starts, checked_ms)
+        return isr_rows.outlook(self._current(), c, rule, checking, starts, checked_ms, down)
 
     def receive(
         self,

@@ -146,9 +146,7 @@ class Replication:
 
     def _account(self, at_ms: int) -> None:
         if self._gauges is not None:
-            self.totals.under_min_isr_partition_ms += self._gauges.under_min_isr * (
-                at_ms - self.now
-            )
+            self.totals.add_interval(self._gauges, at_ms - self.now)
 
     # -- what the brokers learn from the controller ------------------------------------------
     def _receive(self) -> bool:
@@ -284,14 +282,18 @@ class Replication:
         c = self.conditions()
         checking = frozenset(b for b in self.brokers if self._running(b))
         starts = {b: a.started_ms for b, a in self.brokers.items()}
+        # Crashed brokers whose sessions have not expired yet still lead and sit in ISRs.
+        down = frozenset(b for b in self.brokers if not self._alive(b))
         row = self.logs.outlook(
-            c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1)
+            c, self.settings.rule, checking, starts, max(self.checked_ms, self.now - 1), down
         )
         n = self.totals
-        count = {k: int(row[k] or 0) for k in (ie.URP, ie.UNDER_MIN, ie.AT_MIN, ie.OFFLINE)}
+        keys = (ie.URP, ie.UNDER_MIN, ie.AT_MIN, ie.OFFLINE, ie.LEADER_DOWN)
+        count = {k: int(row[k] or 0) for k in keys}
         gauges = Snapshot(  # an empty table (every topic deleted) sums to null: 0
             self.now, count[ie.URP], count[ie.UNDER_MIN], count[ie.AT_MIN], count[ie.OFFLINE],
             n.isr_shrinks, n.isr_expands, n.failed_isr_updates, n.isr_change_notifications,
+            count[ie.LEADER_DOWN],
         )  # fmt: skip
         if self._gauges is None or counts(gauges) != counts(self._gauges):
             if self.timeline and self.timeline[-1].at_ms == self.now:
@@ -326,6 +328,11 @@ class Replication:
         a.pending.clear()
         if restarted:
             self.restarted.add(broker)
+        self._changed()
+
+    def broker_stopped(self) -> None:
+        """A broker's process stopped: it serves and fetches nothing from now on, whether or not
+        the controller knows yet."""
         self._changed()
 
     def until(self, brokers: Sequence[int], attribute: str, duration_ms: int) -> None:

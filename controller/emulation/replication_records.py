@@ -19,7 +19,6 @@ class ReplicationSettings:
     fetch_wait_ms: int = 500
     flush_periods_ms: tuple[int, ...] = (30_000,)
     flush_messages: int | None = None
-    session_timeout_ms: int = 18_000
     min_isr: int = 1
     driver_rows: int = 10_000  # a table of at most this many partitions stays on the driver
 
@@ -46,6 +45,14 @@ class ReplicationTotals:
     failed_isr_updates: int = 0
     isr_change_notifications: int = 0
     under_min_isr_partition_ms: int = 0
+    offline_partition_ms: int = 0
+    leader_down_partition_ms: int = 0  # of those, led by a crashed broker not yet replaced
+
+    def add_interval(self, g: Snapshot, ms: int) -> None:
+        """The gauges ``g`` held for ``ms``: partition-time under min ISR and offline."""
+        self.under_min_isr_partition_ms += g.under_min_isr * ms
+        self.offline_partition_ms += g.offline * ms
+        self.leader_down_partition_ms += g.leader_down * ms
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class Snapshot:
     isr_expands: int = 0
     failed_isr_updates: int = 0
     isr_change_notifications: int = 0
+    leader_down: int = 0  # of the offline: led by a crashed broker still registered
 
 
 def counts(g: Snapshot) -> tuple[int, ...]:

@@ -66,11 +66,24 @@ class _Event(BaseModel):
     at: Duration = Field(description="virtual time: int ms or '500ms', '5s', '5m', '1h'")
 
 
+Detection = Literal["immediate", "session_timeout"]
+"""How the controller learns of a broker's failure: ``immediate`` (its ZooKeeper session closes
+with the process, as a clean stop does) or ``session_timeout`` (a real crash: the session, and
+``/brokers/ids/<id>`` with it, lasts until ``zookeeper.session.timeout.ms`` has passed)."""
+
+
 class BrokerFailure(_Event):
-    """Brokers crash: their ``/brokers/ids`` znodes vanish -> ``BrokerChange`` (dead, §8.2)."""
+    """Brokers stop: their ``/brokers/ids`` znodes vanish -> ``BrokerChange`` (dead, §8.2), at
+    once or, for a real crash (``detection: session_timeout``), when their ZooKeeper sessions
+    expire; until then they serve and fetch nothing but stay registered (§3.6)."""
 
     type: Literal["broker_failure"] = Field("broker_failure", description="event type")
     brokers: tuple[BrokerId, ...] = Field(min_length=1, description="brokers that crash")
+    detection: Detection = Field(
+        "immediate",
+        description="immediate: the session closes at once; session_timeout: it expires "
+        "zookeeper.session.timeout.ms later (a crash or power-off)",
+    )
 
 
 class BrokerStartup(_Event):
@@ -313,8 +326,10 @@ class NetworkPartition(_Event):
 
 class PowerLoss(_Event):
     """The brokers' machines lose power: what their logs had not flushed to disk (the page cache,
-    see ``log.flush.interval.*`` and ``emulation.page_cache_flush_ms``) is lost, their sessions
-    end (``BrokerChange``), then they restart, recover their logs and register again."""
+    see ``log.flush.interval.*`` and ``emulation.page_cache_flush_ms``) is lost; their sessions
+    expire ``zookeeper.session.timeout.ms`` later (``BrokerChange``), and then they restart,
+    recover their logs and register again (Kafka refuses a registration while the old session's
+    ``/brokers/ids/<id>`` is there)."""
 
     type: Literal["power_loss"] = Field("power_loss", description="event type")
     brokers: Brokers = Field(description="brokers that lose power")
@@ -322,8 +337,9 @@ class PowerLoss(_Event):
 
 class BrokerRestart(_Event):
     """The brokers restart: clean is a controlled shutdown (``ControlledShutdown``, leaders moved
-    first) then a start; unclean is a crash (the session ends -> ``BrokerChange``) then a start.
-    Unflushed data survives either way (the OS keeps the page cache)."""
+    first) then a start; unclean is a crash: the session expires ``zookeeper.session.timeout.ms``
+    later (``BrokerChange``), then the start. Unflushed data survives either way (the OS keeps
+    the page cache)."""
 
     type: Literal["broker_restart"] = Field("broker_restart", description="event type")
     brokers: Brokers = Field(description="brokers that restart")
@@ -402,5 +418,19 @@ REPLICATION_EVENTS = (
 
 
 def has_replication_event(events: tuple[ScenarioEvent, ...]) -> bool:
-    """Whether a timeline has a replication event (``Emulation.replication`` left unset)."""
-    return any(isinstance(e, REPLICATION_EVENTS) for e in events)
+    """Whether a timeline has a replication event (``Emulation.replication`` left unset); a
+    crash noticed at the session timeout is one: until then its leaders serve nothing and its
+    followers fetch nothing, which only the replication model tells."""
+    return any(
+        isinstance(e, REPLICATION_EVENTS) or crash_detection(e) == "session_timeout" for e in events
+    )
+
+
+def crash_detection(event: ScenarioEvent) -> Detection | None:
+    """How the controller learns of the crash ``event`` makes (None: it makes none): a power loss
+    and an unclean restart are real crashes, noticed at the session timeout."""
+    if isinstance(event, BrokerFailure):
+        return event.detection
+    if isinstance(event, PowerLoss) or (isinstance(event, BrokerRestart) and not event.clean):
+        return "session_timeout"
+    return None

@@ -4,9 +4,9 @@
 that are up and the topics that exist at its time. The rules:
 
 * every broker named exists and is listed once, and is up at the event's time (or shutting down
-  after ``controlled_shutdown``, still registered); ``power_loss`` and ``broker_restart`` leave
-  their brokers up (they restart); ``set_broker_config`` writes ZooKeeper, so its brokers may be
-  down;
+  after ``controlled_shutdown``, still registered); a clean ``broker_restart`` leaves its brokers
+  up, ``power_loss`` and an unclean one leave them down until their sessions expire
+  (``timeline_checks``); ``set_broker_config`` writes ZooKeeper, so its brokers may be down;
 * ``produce``/``set_produce_rate`` name a topic that exists at that time, or ``all``;
   ``partition`` needs a named topic and is one of its partitions at that time;
 * ``emulation.catch_up_ms`` and the replication model exclude each other: with replication on,
@@ -52,8 +52,9 @@ def check_replication_event(
             )
     if isinstance(e, ev.PowerLoss | ev.BrokerRestart):
         restarted = set(e.brokers) & known
-        live.update(restarted)
         leaving.difference_update(restarted)
+        if ev.crash_detection(e) is None:  # a clean restart: up again at once
+            live.update(restarted)
 
 
 def _topic(

@@ -2,6 +2,13 @@
 
 Events are replayed in timeline order (time, then file order), tracking which brokers are up and
 which topics exist with how many partitions; problems name the event by its file index.
+
+A crash noticed at the session timeout (``broker_failure`` with ``detection: session_timeout``,
+``power_loss``, an unclean ``broker_restart``) leaves its broker down but registered until its
+ZooKeeper session expires, ``zookeeper.session.timeout.ms`` later: Kafka refuses to register the
+broker again while the old session's ``/brokers/ids/<id>`` is there (``NodeExistsException`` at
+startup), so a ``broker_startup`` must come after that; ``power_loss`` and an unclean restart
+start their brokers at that moment themselves.
 """
 
 from __future__ import annotations
@@ -33,11 +40,20 @@ def check_events(
     }
     held = sum(t.partitions for t in topics.values())  # partitions the topics hold now
     version = c.version()
+    timeout = c.config.zookeeper_session_timeout_ms
+    # Crashed brokers still registered: broker -> (when its session expires, whether it then
+    # starts again). The expiry runs after the events of its own moment.
+    sessions: dict[int, tuple[int, bool]] = {}
     order = sorted(range(len(c.events)), key=lambda i: c.events[i].at)
     for i in order:
         e = c.events[i]
         path: tuple[str | int, ...] = ("events", i)
         when = f"at {format_duration(e.at)}"
+        for b, (end, restarts) in list(sessions.items()):
+            if end < e.at:
+                del sessions[b]
+                if restarts:
+                    live.add(b)
 
         def needs(
             since: tuple[int, int],
@@ -53,19 +69,31 @@ def check_events(
                     f"{c.kafka_version}); raise kafka_version or {fix}",
                 )
 
+        if ev.crash_detection(e) == "session_timeout":
+            # A broker that was shutting down has exited already: nothing is left to expire.
+            crashed = (set(e.brokers) & live) - leaving  # type: ignore[union-attr]
+            restarts = not isinstance(e, ev.BrokerFailure)
+            sessions.update(dict.fromkeys(crashed, (e.at + timeout, restarts)))
         if isinstance(e, ev.REPLICATION_EVENTS):
             check_replication_event(c, path, e, known, live, leaving, topics)
+            if ev.crash_detection(e) is not None:
+                live.difference_update(e.brokers)
         elif isinstance(e, ev.BrokerFailure | ev.BrokerStartup):
             c.known(known, (*path, "brokers"), e.brokers)
             starting = isinstance(e, ev.BrokerStartup)
             for j, b in enumerate(e.brokers):
-                if b in known and b not in leaving and (b in live) == starting:
+                if starting and b in sessions:
+                    _registered(c, (*path, "brokers", j), b, sessions[b][0], when)
+                elif b in known and b not in leaving and (b in live) == starting:
                     state = "already up" if starting else "already down"
                     c.add(
                         (*path, "brokers", j),
                         f"broker {b} is {state} {when}; drop it from this event",
                     )
-            (live.update if starting else live.difference_update)(set(e.brokers) & known)
+            if starting:  # a refused registration leaves the broker down
+                live.update(set(e.brokers) & known - set(sessions))
+            else:
+                live.difference_update(e.brokers)
             leaving.difference_update(e.brokers)
         elif isinstance(e, ev.ControlledShutdown | ev.ZkSessionExpiry | ev.LogDirFailure):
             if e.broker not in known:
@@ -134,6 +162,15 @@ def check_events(
                 (*path, "topic"),
                 f"topic {e.topic!r} does not exist {when}; create it first or fix the name",
             )
+
+
+def _registered(c: Checker, path: tuple[str | int, ...], b: int, end: int, when: str) -> None:
+    c.add(
+        path,
+        f"broker {b} crashed and stays registered until its ZooKeeper session expires at "
+        f"{format_duration(end)} (zookeeper.session.timeout.ms), and Kafka refuses a second "
+        f"registration before; start it after {format_duration(end)}, not {when}",
+    )
 
 
 def _add_partitions(

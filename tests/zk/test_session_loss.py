@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from zk_server import ZooKeeperServer
 
 from controller.partition_store import EmulatedEnsemble, Ensemble, ServerEnsemble
+from controller.zk.kafka_zk_client import get_controller_id
 from controller.zk.paths import BrokerIdZNode
 from statemachines.partition_states import PartitionState
 from statemachines.reference import Partition
@@ -66,5 +67,31 @@ def test_a_session_expired_by_the_server_registers_the_broker_again(
         assert snap.zk_epoch[0] == (2 if broker == 1 else 1)
         assert violations(snap, None) == []
         assert all(p.leader in p.isr for p in snap.partitions.values())
+    finally:
+        h.close()
+
+
+def test_a_crashed_controller_keeps_its_znodes_until_its_session_times_out(
+    spark: SparkSession, ensemble: Any
+) -> None:
+    # A crash closes no session: /brokers/ids/1 and /controller stay until ZooKeeper expires it
+    # zookeeper.session.timeout.ms later, and only then do the others elect a controller, which
+    # finds broker 1 dead in its failover (spec §3.6; Kafka's ControllerChangeHandler).
+    h = Harness(spark, SPEC, ensemble=ensemble, catch_up_ms=0)
+    try:
+        cluster = h.cluster
+        expiry = cluster.crash_unnoticed(1)
+        assert expiry == cluster.clock.now_ms() + cluster.session_timeout_ms
+        cluster.drain()
+        cluster.advance_to(expiry - 1)
+        assert h.admin.exists(BrokerIdZNode.path(1)) and get_controller_id(h.admin) == 1
+        assert cluster.active_controller() is None  # dead, and nobody else may take over
+        cluster.advance_to(expiry)
+        assert not h.admin.exists(BrokerIdZNode.path(1))
+        snap = h.snapshot()
+        assert snap.controllers == (2,) and snap.zk_epoch[0] == 2 and set(snap.live) == {2, 3}
+        led = {key[1]: p.leader for key, p in snap.partitions.items()}
+        assert led == {0: 2, 1: 2, 2: 3}  # s-0 lost its leader 1 to the next in its ISR
+        assert violations(snap, None) == []
     finally:
         h.close()

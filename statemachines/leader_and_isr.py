@@ -25,6 +25,13 @@ KEY = (s.TOPIC_INDEX, s.PARTITION)
 _OLD = "o_"
 
 
+def sent_epoch_col(k: int) -> str:
+    """A decided row's column: the leader epoch of the LeaderAndIsr the controller sends replica
+    k's broker, ``replication.STOPPED`` where it sends StopReplica instead, null where nothing
+    reaches the broker (one the controller does not hold live: its registration is gone)."""
+    return f"sent_epoch_{k}"
+
+
 def fresh(k: int, now: Column) -> dict[str, Column]:
     """An empty log on position k: a replica just created, or one a reassignment adds."""
     zero = F.lit(0).cast("bigint")
@@ -36,6 +43,7 @@ def fresh(k: int, now: Column) -> dict[str, Column]:
         r.fetch_leo_col(k): zero,
         r.flushed_col(k): zero,
         r.epochs_col(k): F.array().cast(epochs.EPOCHS_TYPE),
+        r.known_epoch_col(k): F.lit(r.STOPPED).cast("bigint"),
     }
 
 
@@ -60,7 +68,8 @@ def receive(
 ) -> DataFrame:
     """The replication table after the brokers receive ``decided`` (the controller's rows in
     the replication layout: key, replica_k, isr_k, leader, leader_epoch, zk_version,
-    controller_epoch). Partitions the controller no longer has are gone; new ones start empty.
+    controller_epoch, sent_epoch_k). Each replica keeps the epoch it was sent (``known_epoch``);
+    one that nothing reached keeps the one it had, or none if its broker restarted. Partitions the controller no longer has are gone; new ones start empty.
     ``restarted``: brokers that came back since the last call (their replicas truncate);
     ``running``: brokers whose process runs (None: all) — a stopped broker truncates when it
     restarts, not when the controller's requests to it fail. ``materialize`` is applied between
@@ -176,6 +185,10 @@ def receive(
         ).otherwise(F.col(r.caught_col(k)))
         updates[r.fetch_col(k)] = F.when(resets, now).otherwise(F.col(r.fetch_col(k)))
         updates[r.fetch_leo_col(k)] = F.when(resets, leo_l).otherwise(F.col(r.fetch_leo_col(k)))
+        had = F.when(back[k], F.lit(r.STOPPED).cast("bigint")).otherwise(
+            F.col(r.known_epoch_col(k))
+        )
+        updates[r.known_epoch_col(k)] = F.coalesce(F.col(sent_epoch_col(k)).cast("bigint"), had)
     j = r.replace(j, updates)
     # Where the brokers' own write is newer than the controller's view, they keep theirs.
     keep_ours = known & ~newer

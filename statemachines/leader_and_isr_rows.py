@@ -14,6 +14,7 @@ from typing import Any
 from statemachines import reference_replication as ref
 from statemachines import replication as r
 from statemachines import schemas as s
+from statemachines.leader_and_isr import sent_epoch_col
 from statemachines.replication_rows import (
     Lineage,
     Row,
@@ -104,6 +105,12 @@ def _received(
         empty = fresh(k, now_ms)
         for col in (*r.SLOT_LONGS, r.epochs_col):
             row[col(k)] = empty[col(k)] if src is None else prior(col(src))
+        # What the controller sent this replica's broker (``leader_and_isr.sent_epoch_col``).
+        sent = d[sent_epoch_col(k)]
+        if sent is not None:
+            row[r.known_epoch_col(k)] = sent
+        elif broker in restarted:
+            row[r.known_epoch_col(k)] = r.STOPPED
     # The previous leader's log is the record of what producers were told.
     last = prior(s.LEADER) if known and prior(s.LEADER) != s.NO_LEADER else prior(r.LAST_LEADER)
     truth = next((k for k in range(w) if last is not None and row[s.replica_col(k)] == last), None)

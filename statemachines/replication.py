@@ -19,6 +19,11 @@ columns with no shuffle. Width W is the number of ``replica_k`` columns.
                             lastCaughtUpTimeMs, lastFetchTimeMs, lastFetchLeaderLogEndOffset,
                             which the leader keeps for each follower (§12.1)
     flushed_k               the offset below which the log is on disk
+    known_epoch_k           the leader epoch of the last LeaderAndIsr the replica's broker took
+                            for the partition, STOPPED after a StopReplica (or before any): what
+                            its fetches carry. The leader refuses a fetch of another epoch
+                            (FENCED_LEADER_EPOCH, KIP-320), so only a replica that knows the
+                            current epoch copies records and can rejoin the ISR
     epochs_k                the log's leader-epoch lineage, ``(epoch, start_offset)`` of each run
                             of records (§13.1); the epoch rule reads it as the epoch cache, the
                             high-watermark rule ignores it, and divergence is judged by it
@@ -51,6 +56,7 @@ ACKED = "acked"
 LOST = "lost"
 MAX_COPY = 1e15  # records one step may copy: far past any log, far inside a long
 LAST_LEADER = "last_leader"  # who led before the partition went offline: whose records count
+STOPPED = -1  # known_epoch of a replica that was sent StopReplica, or never a LeaderAndIsr
 
 
 def leo_col(k: int) -> str:
@@ -81,7 +87,13 @@ def epochs_col(k: int) -> str:
     return f"epochs_{k}"
 
 
-SLOT_LONGS = (leo_col, hw_col, caught_col, fetch_col, fetch_leo_col, flushed_col)
+def known_epoch_col(k: int) -> str:
+    return f"known_epoch_{k}"
+
+
+SLOT_LONGS = (
+    leo_col, hw_col, caught_col, fetch_col, fetch_leo_col, flushed_col, known_epoch_col,
+)  # fmt: skip
 
 
 def slot_columns(k: int) -> list[str]:
@@ -192,6 +204,12 @@ def is_follower(k: int) -> Column:
     return (F.col(s.replica_col(k)) != s.EMPTY_SLOT) & ~is_leader(k)
 
 
+def knows_epoch(k: int) -> Column:
+    """Position k's fetches carry the leader's epoch: any other is refused (KIP-320's
+    ``FENCED_LEADER_EPOCH``, or ``UNKNOWN_LEADER_EPOCH``), and a stopped replica sends none."""
+    return F.col(known_epoch_col(k)) == F.col(s.LEADER_EPOCH)
+
+
 def leader_value(w: int, name: type[str] | object, default: Column) -> Column:
     """The leader's value of a per-replica column (``name(k)``)."""
     return pick([(is_leader(k), F.col(name(k))) for k in range(w)], default)  # type: ignore[operator]
@@ -254,6 +272,7 @@ class Motion:
                 & (leader != s.NO_LEADER)
                 & member(broker, c.fetching)
                 & member(leader, c.serving)
+                & knows_epoch(k)
             )
             at_end = F.col(leo_col(k)) >= F.col(_LEADER_LEO)
             lagging = capped(
@@ -292,7 +311,8 @@ class Motion:
         return F.col(_LEADER_LEO) + self.produced(at)
 
     def fetching(self, k: int) -> Column:
-        """Position k follows a leader that answers, from a broker whose fetchers run."""
+        """Position k follows a leader that answers, from a broker whose fetchers run, with the
+        leader's current epoch (``knows_epoch``)."""
         return F.col(_fetching_col(k))
 
     def fetch_rate(self, k: int) -> Column:

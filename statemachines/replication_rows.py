@@ -126,6 +126,7 @@ def fresh(k: int, now_ms: int) -> Row:
         r.fetch_leo_col(k): 0,
         r.flushed_col(k): 0,
         r.epochs_col(k): [],
+        r.known_epoch_col(k): r.STOPPED,
     }
 
 
@@ -150,7 +151,12 @@ class Motion:
         self.rates: list[float] = []
         for k in range(w):
             broker = row[s.replica_col(k)]
-            self.fetching.append(is_follower(row, k) and serves and broker in c.fetching)
+            self.fetching.append(
+                is_follower(row, k)
+                and serves
+                and broker in c.fetching
+                and row[r.known_epoch_col(k)] == row[s.LEADER_EPOCH]  # ``replication.knows_epoch``
+            )
             at_end = row[r.leo_col(k)] >= self.leader_leo0
             share = (c.caught_share if at_end else c.fetch_share).get(broker, 0.0)
             if not at_end:

@@ -41,7 +41,10 @@ NAMES = {0: "orders", 1: "audit", 2: "clicks"}  # topic 3 has no name: results l
 # -- literal closed forms on the rows ---------------------------------------------------------
 
 
-def _slot(leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0) -> dict[str, Any]:
+def _slot(
+    leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0, known: int | None = None
+) -> dict[str, Any]:
+    """One position's log; ``known``: the leader epoch it holds (None: the row's)."""
     return {
         "leo": leo,
         "hw": hw,
@@ -50,6 +53,7 @@ def _slot(leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0) -> dict
         "fetch_leo": leo,
         "flushed": 0,
         "epochs": epochs,
+        "known_epoch": known,
     }
 
 
@@ -86,8 +90,11 @@ def _row(
     )
     for k in range(w):
         slot = slots[k] if k < len(slots) else _slot(0, 0, [])
-        for name in ("leo", "hw", "caught", "fetch", "fetch_leo", "flushed", "epochs"):
+        known = leader_epoch if slot["known_epoch"] is None else slot["known_epoch"]
+        for name in ("leo", "hw", "caught", "fetch", "fetch_leo", "flushed"):
             row[f"{name}_{k}"] = slot[name]
+        row[r.known_epoch_col(k)] = known
+        row[r.epochs_col(k)] = slot["epochs"]
     assert list(row) == r.columns(w)
     return row
 
@@ -183,8 +190,9 @@ def test_flush_boundary_inside_the_step_puts_the_log_as_it_was_then_on_disk() ->
 def test_receive_new_leader_truncates_its_follower_and_counts_the_acked_loss() -> None:
     # 1 led epoch 1 to 10 (acked 10); 2 had 6 of them; 2 becomes leader of epoch 2.
     table = [_row([1, 2], [1, 2], 1, [_slot(10, 10, [(1, 0)]), _slot(6, 6, [(1, 0)])], acked=10)]
-    decided = [{k: v for k, v in table[0].items() if k in _decided_columns(2)}]
+    decided = [{k: table[0].get(k) for k in _decided_columns(2)}]
     decided[0].update({s.LEADER: 2, s.LEADER_EPOCH: 2, s.ZK_VERSION: 1})
+    decided[0].update({lai.sent_epoch_col(k): 2 for k in range(2)})
     [out] = lair.receive(table, decided, frozenset(), True, 50_000)
     assert out[r.LOST] == 4 and out[r.ACKED] == 6 and out[r.LEADER_START] == 6
     assert out["epochs_1"] == [(1, 0), (2, 6)]  # the new leader's stamp (KIP-279)
@@ -203,6 +211,7 @@ def _decided_columns(w: int) -> list[str]:
         s.LEADER_EPOCH,
         s.ZK_VERSION,
         s.CONTROLLER_EPOCH,
+        *(lai.sent_epoch_col(k) for k in range(w)),
     ]
 
 
@@ -246,7 +255,7 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
             w=w,
             topic=draw(st.sampled_from(TOPICS)),
             partition=p,
-            leader_epoch=draw(st.integers(0, 6)),
+            leader_epoch=(epoch := draw(st.integers(0, 6))),
         )
         row.update(
             {
@@ -274,6 +283,10 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
                     r.fetch_leo_col(k): draw(st.integers(0, 60)),
                     r.flushed_col(k): draw(st.integers(0, leo)),
                     r.epochs_col(k): _lineage(draw, base),
+                    # Mostly the current epoch; sometimes stopped, or fenced by an older one.
+                    r.known_epoch_col(k): draw(
+                        st.sampled_from([epoch, epoch, epoch, r.STOPPED, max(epoch - 1, 0)])
+                    ),
                 }
             )
         rows.append(row)
@@ -377,6 +390,9 @@ def decided_rows(draw: st.DrawFn, table: list[Row], wd: int) -> list[Row]:
                 }
             )
         row[s.CONTROLLER_EPOCH] = draw(st.integers(1, 3))
+        # LeaderAndIsr's epoch to most replicas; StopReplica to some; nothing to a few.
+        sent = st.sampled_from([row[s.LEADER_EPOCH]] * 3 + [r.STOPPED, None])
+        row.update({lai.sent_epoch_col(k): draw(sent) for k in range(wd)})
         out.append({name: row[name] for name in _decided_columns(wd)})
     return out
 

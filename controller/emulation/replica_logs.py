@@ -26,6 +26,7 @@ from statemachines import replication_rows as rows_rules
 from statemachines import schemas as s
 from statemachines.compact_rows import CompactRow
 from statemachines.local_rows import local_frame
+from statemachines.replica_states import ReplicaState
 
 Stats = list[FetchGroup]  # the followers per broker, grouped by the throttles that count them
 Written = list[tuple[int, int, list[int], int]]  # topic index, partition, ISR, znode version
@@ -61,6 +62,7 @@ class ReplicaLogs(Protocol):
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None: ...
     def append(
         self,
@@ -129,9 +131,10 @@ class SparkLogs:
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None:
         assert isinstance(source, DataFrame)
-        decided = decided_frame(source, index)
+        decided = decided_frame(source, index, reachable)
         table = self.table if self.table is not None else empty_frame(self.spark, s.width(decided))
         halves: list[DataFrame] = []
 
@@ -244,9 +247,10 @@ class RowLogs:
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None:
         assert not isinstance(source, DataFrame)
-        decided = decided_rows(source, index)
+        decided = decided_rows(source, index, reachable)
         self.rows = lai_rows.receive(
             self.rows or [], decided, restarted, use_epochs, now_ms, running
         )
@@ -303,9 +307,35 @@ WRITTEN_SCHEMA = (
 )
 
 
-def decided_frame(partitions: DataFrame, index: Mapping[int, int]) -> DataFrame:
-    """The controller's committed rows in the replication layout, under our topic indices."""
+# Replica states whose broker the controller sends LeaderAndIsr; the others were sent StopReplica
+# (OfflineReplica, the deletion states: ``ReplicaStateMachine``, spec §6.3).
+_FOLLOWING = (ReplicaState.NewReplica, ReplicaState.OnlineReplica)
+
+
+def sent_epoch(broker: int, state: int, leader_epoch: int, reachable: frozenset[int]) -> int | None:
+    """``lai.sent_epoch_col`` of one replica: the controller's requests reach only the brokers
+    it holds live or shutting down (``ControllerChannelManager`` drops the others')."""
+    if broker not in reachable:
+        return None
+    return leader_epoch if state in _FOLLOWING else r.STOPPED
+
+
+def decided_frame(
+    partitions: DataFrame, index: Mapping[int, int], reachable: frozenset[int]
+) -> DataFrame:
+    """The controller's committed rows in the replication layout, under our topic indices,
+    with what each replica's broker was sent (``sent_epoch``)."""
     w = s.width(partitions)
+    following = [int(x) for x in _FOLLOWING]
+    sent = [
+        F.when(
+            r.member(F.col(s.replica_col(k)), reachable),
+            F.when(F.col(s.replica_state_col(k)).isin(following), F.col(s.LEADER_EPOCH)).otherwise(
+                F.lit(r.STOPPED)
+            ),
+        ).alias(lai.sent_epoch_col(k))
+        for k in range(w)
+    ]
     keys = sorted(index)
     mapping = (
         F.map_from_arrays(
@@ -323,11 +353,14 @@ def decided_frame(partitions: DataFrame, index: Mapping[int, int]) -> DataFrame:
         s.LEADER_EPOCH,
         s.ZK_VERSION,
         s.CONTROLLER_EPOCH,
+        *sent,
     ).where(F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
 
 
 def decided_rows(
-    rows: Mapping[tuple[int, int], CompactRow], index: Mapping[int, int]
+    rows: Mapping[tuple[int, int], CompactRow],
+    index: Mapping[int, int],
+    reachable: frozenset[int],
 ) -> list[dict[str, Any]]:
     """``decided_frame`` over the controller's driver rows."""
     w = max((len(x.replicas) for x in rows.values()), default=1)
@@ -347,6 +380,12 @@ def decided_rows(
                 s.CONTROLLER_EPOCH: x.controller_epoch,
             }
         )
+        for k in range(w):
+            row[lai.sent_epoch_col(k)] = (
+                sent_epoch(x.replicas[k], x.replica_states[k], x.leader_epoch, reachable)
+                if k < len(x.replicas)
+                else None
+            )
         out.append(row)
     return out
 

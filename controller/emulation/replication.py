@@ -185,6 +185,7 @@ class Replication:
             self.settings.use_epochs,
             self.now,
             frozenset(b for b in self.brokers if self._alive(b)),
+            ctx.view().live_or_shutting_down.ids,
         )
         self.restarted.clear()
         return True

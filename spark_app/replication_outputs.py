@@ -63,6 +63,7 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
     else:
         lost = sum(p["acked_records_lost"] for p in partitions)
         divergent = sum(1 for p in partitions if p["diverged"])
+    refused, leaderless = rep.produce_totals()
     return {
         "isr_shrinks": n.isr_shrinks,
         "isr_expands": n.isr_expands,
@@ -71,4 +72,6 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
         "under_min_isr_partition_seconds": round(n.under_min_isr_partition_ms / 1000, 3),
         "acked_records_lost": lost,
         "divergent_partitions": divergent,
+        "records_refused_not_enough_replicas": refused,
+        "records_without_leader": leaderless,
     }

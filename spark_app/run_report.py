@@ -36,6 +36,8 @@ REPLICATION_KEYS = (
     "under_min_isr_partition_seconds",
     "acked_records_lost",
     "divergent_partitions",
+    "records_refused_not_enough_replicas",
+    "records_without_leader",
 )
 
 # (label, metrics.jsonl key, always drawn): Kafka's metric name as the label where Kafka has one.

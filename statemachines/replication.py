@@ -13,6 +13,12 @@ columns with no shuffle. Width W is the number of ``replica_k`` columns.
     leader_start            the leader's LEO when it became leader for this epoch (§12.3)
     acked                   end offset of the records producers were told are written
     lost                    acknowledged records lost so far (unclean elections, truncation)
+    last_leader             who led before the partition went offline
+    acked_epochs            the lineage of the acknowledged records ``[0, acked)``: a new
+                            leader's log is held to it, not to a log the failure shortened
+    awaited                 end offset of the acks=all records waiting for the high watermark
+    refused                 records refused with NOT_ENOUGH_REPLICAS (acks=all, ISR short)
+    unserved                records produced while no leader served the partition
     leo_k                   the replica's log end offset
     hw_k                    its high watermark; the leader's is the partition's
     caught_k, fetch_k, fetch_leo_k
@@ -56,6 +62,10 @@ ACKED = "acked"
 LOST = "lost"
 MAX_COPY = 1e15  # records one step may copy: far past any log, far inside a long
 LAST_LEADER = "last_leader"  # who led before the partition went offline: whose records count
+ACKED_EPOCHS = "acked_epochs"
+AWAITED = "awaited"
+REFUSED = "refused"
+UNSERVED = "unserved"
 STOPPED = -1  # known_epoch of a replica that was sent StopReplica, or never a LeaderAndIsr
 
 
@@ -116,6 +126,10 @@ def columns(w: int) -> list[str]:
         ACKED,
         LOST,
         LAST_LEADER,
+        ACKED_EPOCHS,
+        AWAITED,
+        REFUSED,
+        UNSERVED,
         *(c for k in range(w) for c in slot_columns(k)),
     ]
 
@@ -228,6 +242,8 @@ def min_isr_of(c: Conditions) -> Column:
 
 _LEADER_LEO = "_m_leader_leo"
 _RATE = "_m_rate"
+_DEMAND = "_m_demand"
+_SERVES = "_m_serves"
 _ANCHOR = "_m_anchor"
 
 
@@ -254,14 +270,11 @@ class Motion:
 
     def prepare(self, table: DataFrame) -> DataFrame:
         c, topic, leader = self.c, F.col(s.TOPIC_INDEX), F.col(s.LEADER)
-        producing = (
-            (leader != s.NO_LEADER)
-            & member(leader, c.serving)
-            & (isr_size(self.w) >= min_isr_of(c))
-        )
+        serves = (leader != s.NO_LEADER) & member(leader, c.serving)
+        producing = F.col(_SERVES) & (isr_size(self.w) >= min_isr_of(c))
         cols: dict[str, Column] = {
             _LEADER_LEO: leader_value(self.w, leo_col, F.lit(0).cast("bigint")),
-            _RATE: F.when(producing, _lookup(c.rates, "double", topic)).otherwise(0.0),
+            _RATE: F.when(producing, F.col(_DEMAND)).otherwise(0.0),
             _ANCHOR: _lookup(c.rate_anchors, "bigint", topic),
         }
         size = F.greatest(_lookup(c.bytes_per_record, "int", topic), F.lit(1))
@@ -281,11 +294,15 @@ class Motion:
             )  # fmt: skip
             share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(lagging)
             cols[_rate_col(k)] = share / size
-        first = {_LEADER_LEO: cols.pop(_LEADER_LEO)}
+        first = {
+            _LEADER_LEO: cols.pop(_LEADER_LEO),
+            _DEMAND: _lookup(c.rates, "double", topic),
+            _SERVES: serves,
+        }
         return table.withColumns(first).withColumns(cols)
 
     def done(self, table: DataFrame) -> DataFrame:
-        return table.drop(_LEADER_LEO, _RATE, _ANCHOR, *[
+        return table.drop(_LEADER_LEO, _RATE, _DEMAND, _SERVES, _ANCHOR, *[
             n for k in range(self.w) for n in (_fetching_col(k), _rate_col(k))
         ])  # fmt: skip
 
@@ -302,7 +319,20 @@ class Motion:
     def produced(self, at: Column) -> Column:
         """Records the leader appends from the step's start to ``at``: anchored at the time the
         rate was set, so the count does not depend on how many steps lie between."""
-        rate, anchor = F.col(_RATE), F.col(_ANCHOR)
+        return self._produced(F.col(_RATE), at)
+
+    def demanded(self, at: Column) -> Column:
+        """Records the topic's producers send to the partition from the step's start to ``at``,
+        taken or not."""
+        return self._produced(F.col(_DEMAND), at)
+
+    @property
+    def serves(self) -> Column:
+        """The partition has a leader that answers."""
+        return F.col(_SERVES)
+
+    def _produced(self, rate: Column, at: Column) -> Column:
+        anchor = F.col(_ANCHOR)
         start = F.lit(self.c.start_ms).cast("bigint")
         total = F.floor(rate * (at - anchor) / 1000) - F.floor(rate * (start - anchor) / 1000)
         return F.when(rate > 0, total).otherwise(F.lit(0).cast("bigint"))
@@ -414,7 +444,31 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
             )
             .otherwise(F.col(epochs_col(k)))
         )
-    acked = F.when(isr_size(w) >= min_isr_of(c), F.greatest(F.col(ACKED), hw_end)).otherwise(
-        F.col(ACKED)
+    # The rate's producers use acks=all: their records wait for the high watermark, and are
+    # acknowledged when it passes them while the ISR holds min.insync.replicas (§12.3).
+    awaited = F.when(m.producing, F.greatest(F.col(AWAITED), leader_end)).otherwise(F.col(AWAITED))
+    reached = F.greatest(F.col(ACKED), F.least(hw_end, awaited))
+    acked = F.when(isr_size(w) >= min_isr_of(c), reached).otherwise(F.col(ACKED))
+    no_lineage = F.array().cast(epochs.EPOCHS_TYPE)
+    lineage = pick([(is_leader(k), updates[epochs_col(k)]) for k in range(w)], no_lineage)
+    demanded = m.demanded(end)
+    return m.done(
+        replace(
+            table,
+            {
+                **updates,
+                ACKED: acked,
+                ACKED_EPOCHS: acked_lineage(acked, lineage),
+                AWAITED: awaited,
+                REFUSED: F.col(REFUSED) + F.when(m.serves & ~m.producing, demanded).otherwise(0),
+                UNSERVED: F.col(UNSERVED) + F.when(~m.serves, demanded).otherwise(0),
+            },
+        )
     )
-    return m.done(replace(table, {**updates, ACKED: acked}))
+
+
+def acked_lineage(acked: Column, leader_lineage: Column) -> Column:
+    """The acknowledged records' lineage once ``acked`` replaced the ``ACKED`` column: the
+    leader's lineage up to it where it grew (the leader holds every acknowledged record)."""
+    grown = epochs.truncate_from_end(leader_lineage, acked)
+    return F.when(acked > F.col(ACKED), grown).otherwise(F.col(ACKED_EPOCHS))

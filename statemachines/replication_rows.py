@@ -143,8 +143,10 @@ class Motion:
         key = (topic, row[s.PARTITION])
         serves = leader != s.NO_LEADER and leader in c.serving
         producing = serves and isr_size(row, w) >= min_isr_of(c, row)
+        self.serves = serves
         self.leader_leo0: int = leader_value(row, w, r.leo_col, 0)
-        self.rate = float(c.rates.get(topic, 0.0)) if producing else 0.0
+        self.demand = float(c.rates.get(topic, 0.0))
+        self.rate = self.demand if producing else 0.0
         self.anchor = int(c.rate_anchors.get(topic, 0))
         size = max(int(c.bytes_per_record.get(topic, 0)), 1)
         self.fetching: list[bool] = []
@@ -171,11 +173,18 @@ class Motion:
     def produced(self, at: int) -> int:
         """Records the leader appends from the step's start to ``at``, anchored at the time the
         rate was set."""
-        if self.rate <= 0:
+        return self._produced(self.rate, at)
+
+    def demanded(self, at: int) -> int:
+        """Records the topic's producers send to the partition until ``at``, taken or not."""
+        return self._produced(self.demand, at)
+
+    def _produced(self, rate: float, at: int) -> int:
+        if rate <= 0:
             return 0
         start = self.c.start_ms
-        return floor_of(divided(self.rate * (at - self.anchor), 1000)) - floor_of(
-            divided(self.rate * (start - self.anchor), 1000)
+        return floor_of(divided(rate * (at - self.anchor), 1000)) - floor_of(
+            divided(rate * (start - self.anchor), 1000)
         )
 
     def leader_leo(self, at: int) -> int:
@@ -270,9 +279,25 @@ def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: lis
             new[r.epochs_col(k)] = assigned(row[r.epochs_col(k)], row[s.LEADER_EPOCH], leo0)
         elif fetching and leo1 > leo0:
             new[r.epochs_col(k)] = copy_lineage(row[r.epochs_col(k)], leader_epochs, leo0, leo1)
+    # ``replication.advance``: the rate's producers use acks=all.
+    if m.producing:
+        new[r.AWAITED] = max(row[r.AWAITED], leader_end)
     if isr_size(row, w) >= min_isr_of(c, row):
-        new[r.ACKED] = max(row[r.ACKED], hw_end)
+        new[r.ACKED] = max(row[r.ACKED], min(hw_end, new[r.AWAITED]))
+    lineage = leader_value(new, w, r.epochs_col, [])
+    new[r.ACKED_EPOCHS] = acked_lineage(row, new[r.ACKED], lineage)
+    demanded = m.demanded(end)
+    new[r.REFUSED] = row[r.REFUSED] + (demanded if m.serves and not m.producing else 0)
+    new[r.UNSERVED] = row[r.UNSERVED] + (0 if m.serves else demanded)
     return new
+
+
+def acked_lineage(row: Row, acked: int, leader_lineage: Lineage) -> Lineage:
+    """``replication.acked_lineage``: ``row``'s acknowledged lineage once ``acked`` replaces
+    its ``ACKED``."""
+    if acked > row[r.ACKED]:
+        return truncated(leader_lineage, acked)
+    return row[r.ACKED_EPOCHS]
 
 
 def copy_lineage(follower: Lineage, leader: Lineage, start: int, end: int) -> Lineage:

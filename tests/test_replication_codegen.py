@@ -80,7 +80,7 @@ def test_every_step_of_the_replication_table_is_generated_code(
         "isr_updates": ie.isr_updates(table, c, rule, frozenset([1]), 1_000),
         "outlook": ie.outlook(table, c, rule, brokers, dict.fromkeys(BROKERS, 0), 0),
         "with_isr": ie.with_isr(table, written),
-        "append": lai.append(table, F.lit(True), 5, True, F.lit(1)),
+        "append": lai.append(table, F.lit(True), brokers, 5, "1", F.lit(1)),
         "lose_unflushed": lai.lose_unflushed(table, [1]),
         "divergent": table.select(lai.divergent(w)),
     }

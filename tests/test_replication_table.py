@@ -86,6 +86,10 @@ def _row(
             r.ACKED: acked,
             r.LOST: 0,
             r.LAST_LEADER: leader,
+            r.ACKED_EPOCHS: [(leader_epoch, 0)] if acked else [],
+            r.AWAITED: acked,
+            r.REFUSED: 0,
+            r.UNSERVED: 0,
         }
     )
     for k in range(w):
@@ -265,9 +269,13 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
                 r.ACKED: draw(st.integers(0, 60)),
                 r.LOST: draw(st.integers(0, 5)),
                 r.LAST_LEADER: draw(st.sampled_from([s.NO_LEADER, *replicas, outsider])),
+                r.AWAITED: draw(st.integers(0, 60)),
+                r.REFUSED: draw(st.integers(0, 5)),
+                r.UNSERVED: draw(st.integers(0, 5)),
             }
         )
         base = draw(base_lineages())
+        row[r.ACKED_EPOCHS] = list(ref.truncate_from_end(base, row[r.ACKED]))
         # Logs often end together (a follower level with its leader, a caught-up HW).
         head = draw(st.integers(0, 60))
         # Fetches and catch-ups mostly recent, some long ago.
@@ -417,7 +425,7 @@ class Case:
     use_epochs: bool
     produce_to: frozenset[int]
     records: int
-    acked_now: bool
+    acks: str
     power_lost: frozenset[int]
     versions: list[int] = field(default_factory=list)
 
@@ -450,7 +458,7 @@ def cases(draw: st.DrawFn) -> Case:
         use_epochs=draw(st.booleans()),
         produce_to=draw(st.frozensets(st.sampled_from(TOPICS))),
         records=draw(st.integers(1, 50)),
-        acked_now=draw(st.booleans()),
+        acks=draw(st.sampled_from(["all", "1", "0"])),
         power_lost=draw(subset),
         versions=draw(st.lists(st.integers(0, 9), min_size=40, max_size=40)),
     )
@@ -472,7 +480,7 @@ _INT_COLUMNS = {
 
 def _schema(w: int) -> StructType:
     def kind(name: str) -> Any:
-        if name.startswith("epochs_"):
+        if name.startswith("epochs_") or name == r.ACKED_EPOCHS:
             return EPOCHS_TYPE
         if name in _INT_COLUMNS or name.startswith(("replica_", "isr_")):
             return IntegerType()
@@ -500,7 +508,7 @@ def _rows_side(case: Case) -> tuple[dict[str, Any], list[tuple[int, int, list[in
     serving = c.serving
 
     def where(row: Row) -> bool:
-        return row[s.TOPIC_INDEX] in case.produce_to and row[s.LEADER] in serving
+        return row[s.TOPIC_INDEX] in case.produce_to
 
     out = {
         "advance": rr.advance(t, c, case.end_ms),
@@ -510,7 +518,7 @@ def _rows_side(case: Case) -> tuple[dict[str, Any], list[tuple[int, int, list[in
         "outlook": [ier.outlook(t, c, case.rule, case.checking, case.starts, case.checked_ms)],
         "receive": lair.receive(t, case.decided, case.restarted, case.use_epochs, c.start_ms),
         "append": lair.append(
-            t, where, case.records, case.acked_now, lambda row: rr.min_isr_of(c, row)
+            t, where, serving, case.records, case.acks, lambda row: rr.min_isr_of(c, row)
         ),
         "lose_unflushed": lair.lose_unflushed(t, sorted(case.power_lost)),
         "divergent": [
@@ -542,9 +550,7 @@ def _spark_side(
     """Every Spark transform's answer on ``case`` (lazy)."""
     c, w = case.c, case.w
     df = _frame(spark, case.table, _schema(w))
-    where: Column = F.col(s.TOPIC_INDEX).isin(sorted(case.produce_to)) & F.col(s.LEADER).isin(
-        sorted(c.serving)
-    )
+    where: Column = F.col(s.TOPIC_INDEX).isin(sorted(case.produce_to))
     logs = SparkLogs(spark)
     logs.table = df
     results = logs.results(NAMES)
@@ -562,7 +568,7 @@ def _spark_side(
             case.use_epochs,
             c.start_ms,
         ),
-        "append": lai.append(df, where, case.records, case.acked_now, r.min_isr_of(c)),
+        "append": lai.append(df, where, c.serving, case.records, case.acks, r.min_isr_of(c)),
         "lose_unflushed": lai.lose_unflushed(df, sorted(case.power_lost)),
         "divergent": df.select(s.TOPIC_INDEX, s.PARTITION, lai.divergent(w).alias("diverged")),
         "partition_results": results,
@@ -580,7 +586,7 @@ def _normal(row: Row) -> Row:
     """A row with lineages as lists of tuples (JSON gives objects)."""
     return {
         k: [(e["epoch"], e["start_offset"]) for e in v]
-        if k.startswith("epochs_") and v is not None
+        if (k.startswith("epochs_") or k == r.ACKED_EPOCHS) and v is not None
         else v
         for k, v in row.items()
     }

@@ -70,12 +70,13 @@ class ReplicaLogs(Protocol):
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None: ...
     def lose_unflushed(self, brokers: Sequence[int]) -> None: ...
     def results(self, names: Mapping[int, str]) -> DataFrame: ...
     def loss_totals(self) -> tuple[int, int]: ...
+    def produce_totals(self) -> tuple[int, int]: ...
 
 
 class SparkLogs:
@@ -152,14 +153,13 @@ class SparkLogs:
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None:
         where = F.col(s.TOPIC_INDEX).isin(list(topics)) if topics else F.lit(False)
         if partition is not None:
             where = where & (F.col(s.PARTITION) == partition)
-        where = where & r.member(F.col(s.LEADER), serving)
-        self._swap(lai.append(self._current(), where, records, acked_now, r.min_isr_of(c)))
+        self._swap(lai.append(self._current(), where, serving, records, acks, r.min_isr_of(c)))
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:
         if self.table is not None:
@@ -199,6 +199,13 @@ class SparkLogs:
             F.sum(r.LOST).alias("lost"), F.sum(lai.divergent(w).cast("long")).alias("diverged")
         ).collect()[0]
         return int(row["lost"] or 0), int(row["diverged"] or 0)
+
+    def produce_totals(self) -> tuple[int, int]:
+        """Records refused with NOT_ENOUGH_REPLICAS and records no leader served."""
+        if self.table is None:
+            return 0, 0
+        row = self.table.agg(F.sum(r.REFUSED).alias("a"), F.sum(r.UNSERVED).alias("b")).collect()
+        return int(row[0]["a"] or 0), int(row[0]["b"] or 0)
 
 
 class RowLogs:
@@ -261,22 +268,20 @@ class RowLogs:
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None:
         chosen = set(topics)
 
         def where(row: Mapping[str, Any]) -> bool:
-            return (
-                row[s.TOPIC_INDEX] in chosen
-                and (partition is None or row[s.PARTITION] == partition)
-                and row[s.LEADER] in serving
+            return row[s.TOPIC_INDEX] in chosen and (
+                partition is None or row[s.PARTITION] == partition
             )
 
         def min_isr(row: Mapping[str, Any]) -> int:
             return max(c.min_isr.get(row[s.TOPIC_INDEX], 0), 1)
 
-        self.rows = lai_rows.append(self._current(), where, records, acked_now, min_isr)
+        self.rows = lai_rows.append(self._current(), where, serving, records, acks, min_isr)
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:
         if self.rows is not None:
@@ -293,6 +298,10 @@ class RowLogs:
 
     def loss_totals(self) -> tuple[int, int]:
         return lai_rows.loss_totals(self.rows or [])
+
+    def produce_totals(self) -> tuple[int, int]:
+        rows = self.rows or []
+        return sum(x[r.REFUSED] for x in rows), sum(x[r.UNSERVED] for x in rows)
 
 
 def _group(x: Mapping[str, Any]) -> FetchGroup:
@@ -398,7 +407,7 @@ def empty_frame(spark: SparkSession, w: int) -> DataFrame:
     ints |= {s.CONTROLLER_EPOCH, r.LAST_LEADER}
     fields = []
     for c in r.columns(w):
-        if c.startswith("epochs_"):
+        if c.startswith("epochs_") or c == r.ACKED_EPOCHS:
             kind = EPOCHS_TYPE.simpleString()
         elif c in ints or c.startswith(("replica_", "isr_")):
             kind = "int"

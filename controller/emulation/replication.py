@@ -356,7 +356,7 @@ class Replication:
             return
         c = self.conditions()
         indices = self._topic_indices(topics)
-        self.logs.append(indices, partition, c.serving, records, acks != "all", c)
+        self.logs.append(indices, partition, c.serving, records, acks, c)
         self._changed()
 
     def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:
@@ -385,6 +385,10 @@ class Replication:
     def loss_totals(self) -> tuple[int, int]:
         """Acknowledged records lost and divergent partitions, over the whole table."""
         return (0, 0) if self.logs is None else self.logs.loss_totals()
+
+    def produce_totals(self) -> tuple[int, int]:
+        """Records refused with NOT_ENOUGH_REPLICAS and records sent while no leader served."""
+        return (0, 0) if self.logs is None else self.logs.produce_totals()
 
     def partition_results(self) -> DataFrame | None:
         """Per partition: high watermark, each replica's LEO, acknowledged records lost and

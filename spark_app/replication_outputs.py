@@ -32,6 +32,7 @@ def replication_settings(scenario: Scenario) -> ReplicationSettings:
         fetch_wait_ms=c.replica_fetch_wait_max_ms,
         flush_periods_ms=flush_periods,
         flush_messages=None if messages >= LONG_MAX else messages,
+        page_cache_flush_ms=e.page_cache_flush_ms,
         session_timeout_ms=c.zookeeper_session_timeout_ms,
         min_isr=c.min_insync_replicas,
         driver_rows=scenario.execution.driver_rows,

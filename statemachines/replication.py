@@ -155,6 +155,23 @@ class Conditions:
     fetch_wait_ms: int = 500  # replica.fetch.wait.max.ms: how stale a follower's HW is
     flush_periods_ms: tuple[int, ...] = (30_000,)  # page cache write-back, log.flush.interval.ms
     flush_messages: int | None = None  # log.flush.interval.messages
+    # Topics with flush.ms / flush.messages overrides: their own flush periods (the page cache's
+    # and their flush.ms) and flush.messages, in place of the broker's.
+    topic_flush_periods_ms: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_flush_messages: Mapping[int, int] = field(default_factory=dict)
+
+
+def flush_groups(c: Conditions, end_ms: int) -> list[tuple[frozenset[int] | None, list[int]]]:
+    """The flush boundaries inside the step by group of topics: each override's topics, then
+    None for every other topic (``_flush_boundaries`` of its periods)."""
+    by_periods: dict[tuple[int, ...], set[int]] = {}
+    for topic, periods in sorted(c.topic_flush_periods_ms.items()):
+        by_periods.setdefault(tuple(periods), set()).add(topic)
+    groups: list[tuple[frozenset[int] | None, list[int]]] = [
+        (frozenset(topics), _flush_boundaries(c, end_ms, periods))
+        for periods, topics in sorted(by_periods.items())
+    ]
+    return [*groups, (None, _flush_boundaries(c, end_ms, c.flush_periods_ms))]
 
 
 # -- small Column builders ---------------------------------------------------------------------
@@ -393,10 +410,10 @@ def maybe_increment_hw(table: DataFrame) -> DataFrame:
     )
 
 
-def _flush_boundaries(c: Conditions, end_ms: int) -> list[int]:
+def _flush_boundaries(c: Conditions, end_ms: int, periods: tuple[int, ...]) -> list[int]:
     """The last write-back of each flush period inside the step (none if it has none)."""
     out = []
-    for period in c.flush_periods_ms:
+    for period in periods:
         if period > 0 and (boundary := end_ms // period * period) >= c.start_ms:
             out.append(boundary)
     return out
@@ -413,15 +430,23 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
     leader_end = m.leader_leo(end)
     leader_epochs = leader_value(w, epochs_col, F.array().cast(epochs.EPOCHS_TYPE))
     produced = m.produced(end)
-    boundaries = _flush_boundaries(c, end_ms)
+    groups = flush_groups(c, end_ms)
+    overridden = frozenset(c.topic_flush_periods_ms)
+    topic = F.col(s.TOPIC_INDEX)
+    by_topic = _map(c.topic_flush_messages, "bigint")
+    every = F.lit(c.flush_messages or None).cast("bigint")
+    flush_messages = F.coalesce(F.element_at(by_topic, topic), every)
     updates: dict[str, Column] = {}
     for k in range(w):
         leo0, leo1 = F.col(leo_col(k)), m.leo(k, end)
         fetching = m.fetching(k)
-        on_disk = [F.col(flushed_col(k))] + [m.leo(k, F.lit(b).cast("bigint")) for b in boundaries]
-        if c.flush_messages:
-            n = F.lit(c.flush_messages).cast("bigint")
-            on_disk.append(F.floor(leo1 / n) * n)
+        on_disk = [F.col(flushed_col(k))]
+        for topics, boundaries in groups:
+            own = ~member(topic, overridden) if topics is None else member(topic, topics)
+            on_disk += [F.when(own, m.leo(k, F.lit(b).cast("bigint"))) for b in boundaries]
+        if c.flush_messages or c.topic_flush_messages:
+            n = flush_messages
+            on_disk.append(F.when(n > 0, F.floor(leo1 / n) * n))
         updates[leo_col(k)] = leo1
         updates[hw_col(k)] = (
             F.when(is_leader(k), hw_end)

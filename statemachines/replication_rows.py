@@ -233,20 +233,20 @@ def maybe_increment_hw(rows: list[Row]) -> list[Row]:
     return out
 
 
-def flush_boundaries(c: r.Conditions, end_ms: int) -> list[int]:
-    """The last write-back of each flush period inside the step (none if it has none)."""
-    out = []
-    for period in c.flush_periods_ms:
-        if period > 0 and (boundary := end_ms // period * period) >= c.start_ms:
-            out.append(boundary)
-    return out
-
-
 def advance(rows: list[Row], c: r.Conditions, end_ms: int) -> list[Row]:
     """The table at ``end_ms``, every replica moved by ``c`` from ``c.start_ms``."""
-    boundaries = flush_boundaries(c, end_ms)
+    groups = r.flush_groups(c, end_ms)
     learned = max(c.start_ms, end_ms - c.fetch_wait_ms)
-    return [_advanced(row, c, end_ms, learned, boundaries) for row in rows]
+    return [_advanced(row, c, end_ms, learned, _own(groups, row)) for row in rows]
+
+
+def _own(groups: list[tuple[frozenset[int] | None, list[int]]], row: Row) -> list[int]:
+    """The flush boundaries of the row's topic (``replication.flush_groups``)."""
+    topic = row[s.TOPIC_INDEX]
+    for topics, boundaries in groups:
+        if topics is None or topic in topics:
+            return boundaries
+    return []
 
 
 def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: list[int]) -> Row:
@@ -261,8 +261,8 @@ def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: lis
         leo0, leo1 = row[r.leo_col(k)], m.leo(k, end)
         fetching, leads = m.fetching[k], is_leader(row, k)
         on_disk = [row[r.flushed_col(k)]] + [m.leo(k, b) for b in boundaries]
-        if c.flush_messages:
-            n = c.flush_messages
+        n = c.topic_flush_messages.get(row[s.TOPIC_INDEX], c.flush_messages or None)
+        if n is not None and n > 0:
             on_disk.append(floor_of(divided(leo1, n)) * n)
         new[r.leo_col(k)] = leo1
         if leads:

@@ -102,3 +102,27 @@ def test_acks_decide_what_is_acknowledged_refused_or_not_served(
     assert summary["acked_records_lost"] == 20
     assert summary["records_refused_not_enough_replicas"] == 10
     assert summary["records_without_leader"] == 3
+
+
+@PATHS
+def test_topic_flush_overrides_decide_what_a_power_loss_keeps(
+    spark: SparkSession, tmp_path: Path, driver_rows: int
+) -> None:
+    """``flush.messages`` and ``flush.ms`` override the broker's ``log.flush.interval.*`` per
+    topic (``LogConfig``; ``Log.append`` flushes every flush.messages records, ``LogManager``'s
+    flusher every flush.ms). Broker 1 alone leads three topics and loses power at 2.5 s: the
+    page cache (30 s) wrote nothing back, flush.messages 4 kept 8 of 10, flush.ms 1000 kept the
+    10 written at 1 s (flushed at 2 s)."""
+    topics = [
+        _topic("cached", [1]),
+        _topic("counted", [1], **{"flush.messages": "4"}),
+        _topic("timed", [1], **{"flush.ms": "1000"}),
+    ]
+    events = [
+        {"at": "1s", "type": "produce", "topic": "all", "records": 10, "acks": 1},
+        {"at": "2500ms", "type": "power_loss", "brokers": [1]},
+    ]
+    summary, final = _run(spark, tmp_path, topics, events, driver_rows)
+    kept = {name: p["log_end_offsets"]["1"] for name, p in final.items()}
+    assert kept == {"cached": 0, "counted": 8, "timed": 10}
+    assert summary["acked_records_lost"] == 10 + 2

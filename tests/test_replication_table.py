@@ -361,6 +361,11 @@ def conditions(draw: st.DrawFn, start: int, table: list[Row]) -> r.Conditions:
             draw(st.lists(st.sampled_from([0, 1_000, 7_000, 30_000]), unique=True, max_size=3))
         ),
         flush_messages=draw(st.sampled_from([None, 0, 1, 7, 20])),
+        # Topic overrides (flush.ms's periods, flush.messages; 0: never).
+        topic_flush_periods_ms=draw(
+            st.dictionaries(by_topic, st.sampled_from([(), (1_000,), (7_000, 30_000)]))
+        ),
+        topic_flush_messages=draw(st.dictionaries(by_topic, st.sampled_from([0, 1, 7]))),
     )
 
 

@@ -114,6 +114,9 @@ class Replication:
             capacity[b] = self.settings.fetch_bytes_per_s / slow
         shares = deal(self._stats, capacity, *self.configs.rates())
         leader, follower = self.configs.throttled(self.topics)
+        flush_ms, flush_messages = self.configs.flush_overrides(
+            self.topics, self.settings.page_cache_flush_ms
+        )
         return r.Conditions(
             start_ms=self.now,
             fetching=fetching,
@@ -128,6 +131,8 @@ class Replication:
             fetch_wait_ms=self.settings.fetch_wait_ms,
             flush_periods_ms=self.settings.flush_periods_ms,
             flush_messages=self.settings.flush_messages,
+            topic_flush_periods_ms=flush_ms,
+            topic_flush_messages=flush_messages,
         )
 
     def _changed(self) -> None:

@@ -32,6 +32,7 @@ def replication_settings(scenario: Scenario) -> ReplicationSettings:
         fetch_wait_ms=c.replica_fetch_wait_max_ms,
         flush_periods_ms=flush_periods,
         flush_messages=None if messages >= LONG_MAX else messages,
+        page_cache_flush_ms=e.page_cache_flush_ms,
         min_isr=c.min_insync_replicas,
         driver_rows=scenario.execution.driver_rows,
     )
@@ -63,6 +64,7 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
     else:
         lost = sum(p["acked_records_lost"] for p in partitions)
         divergent = sum(1 for p in partitions if p["diverged"])
+    refused, leaderless = rep.produce_totals()
     return {
         "isr_shrinks": n.isr_shrinks,
         "isr_expands": n.isr_expands,
@@ -73,4 +75,6 @@ def summary(rep: Replication, partitions: list[dict[str, Any]] | None) -> dict[s
         "leader_down_partition_seconds": round(n.leader_down_partition_ms / 1000, 3),
         "acked_records_lost": lost,
         "divergent_partitions": divergent,
+        "records_refused_not_enough_replicas": refused,
+        "records_without_leader": leaderless,
     }

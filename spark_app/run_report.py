@@ -40,6 +40,8 @@ REPLICATION_KEYS = (
     "leader_down_partition_seconds",
     "acked_records_lost",
     "divergent_partitions",
+    "records_refused_not_enough_replicas",
+    "records_without_leader",
 )
 
 Spec = tuple[tuple[str, str, bool], ...]

@@ -25,6 +25,13 @@ KEY = (s.TOPIC_INDEX, s.PARTITION)
 _OLD = "o_"
 
 
+def sent_epoch_col(k: int) -> str:
+    """A decided row's column: the leader epoch of the LeaderAndIsr the controller sends replica
+    k's broker, ``replication.STOPPED`` where it sends StopReplica instead, null where nothing
+    reaches the broker (one the controller does not hold live: its registration is gone)."""
+    return f"sent_epoch_{k}"
+
+
 def fresh(k: int, now: Column) -> dict[str, Column]:
     """An empty log on position k: a replica just created, or one a reassignment adds."""
     zero = F.lit(0).cast("bigint")
@@ -36,6 +43,7 @@ def fresh(k: int, now: Column) -> dict[str, Column]:
         r.fetch_leo_col(k): zero,
         r.flushed_col(k): zero,
         r.epochs_col(k): F.array().cast(epochs.EPOCHS_TYPE),
+        r.known_epoch_col(k): F.lit(r.STOPPED).cast("bigint"),
     }
 
 
@@ -60,7 +68,8 @@ def receive(
 ) -> DataFrame:
     """The replication table after the brokers receive ``decided`` (the controller's rows in
     the replication layout: key, replica_k, isr_k, leader, leader_epoch, zk_version,
-    controller_epoch). Partitions the controller no longer has are gone; new ones start empty.
+    controller_epoch, sent_epoch_k). Each replica keeps the epoch it was sent (``known_epoch``);
+    one that nothing reached keeps the one it had, or none if its broker restarted. Partitions the controller no longer has are gone; new ones start empty.
     ``restarted``: brokers that came back since the last call (their replicas truncate);
     ``running``: brokers whose process runs (None: all) — a stopped broker truncates when it
     restarts, not when the controller's requests to it fail. ``materialize`` is applied between
@@ -90,16 +99,20 @@ def receive(
             base = name.rsplit("_", 1)[0]
             moved[name] = r.pick([(same[i], o(f"{base}_{i}")) for i in range(wo)], empty)
     j = j.withColumns(moved)
-    # The previous leader's log is the record of what producers were told.
     last = F.when(known & (o(s.LEADER) != s.NO_LEADER), o(s.LEADER)).otherwise(o(LAST_LEADER))
-    truth = [F.col(s.replica_col(k)) == last for k in range(w)]
-    truth_epochs = r.pick([(truth[k], F.col(r.epochs_col(k))) for k in range(w)], F.lit(None))
-    truth_leo = r.pick([(truth[k], F.col(r.leo_col(k))) for k in range(w)], F.lit(None))
     leo_l = r.leader_value(w, r.leo_col, F.lit(0).cast("bigint"))
-    epochs_l = r.leader_value(w, r.epochs_col, F.array().cast(epochs.EPOCHS_TYPE))
-    kept = F.coalesce(agreement(epochs_l, leo_l, truth_epochs, truth_leo), leo_l)
+    no_lineage = F.array().cast(epochs.EPOCHS_TYPE)
+    epochs_l = r.leader_value(w, r.epochs_col, no_lineage)
+    # What the cluster acknowledged is the record of what producers were told; a log the same
+    # failure shortened (a power loss) is not: a new leader holding it all loses nothing.
     acked = F.coalesce(o(r.ACKED), F.lit(0).cast("bigint"))
+    acked_epochs = F.coalesce(o(r.ACKED_EPOCHS), no_lineage)
+    kept = agreement(epochs_l, leo_l, acked_epochs, acked)
     lost_now = F.when(leader_changed, F.greatest(acked - kept, F.lit(0))).otherwise(0)
+    acked_after = F.when(leader_changed, F.least(acked, kept)).otherwise(acked)
+    # A leader change fails the acks=all writes still waiting (NOT_LEADER_OR_FOLLOWER).
+    awaited = F.coalesce(o(r.AWAITED), F.lit(0).cast("bigint"))
+    zero = F.lit(0).cast("bigint")
     j = r.replace(
         j,
         {
@@ -108,7 +121,13 @@ def receive(
             "_newer": newer,
             "_leader_changed": leader_changed,
             r.LOST: F.coalesce(o(r.LOST), F.lit(0).cast("bigint")) + lost_now,
-            r.ACKED: F.when(leader_changed, F.least(acked, kept)).otherwise(acked),
+            r.ACKED: acked_after,
+            r.ACKED_EPOCHS: F.when(
+                leader_changed, epochs.truncate_from_end(acked_epochs, acked_after)
+            ).otherwise(acked_epochs),
+            r.AWAITED: F.when(leader_changed, F.least(awaited, acked_after)).otherwise(awaited),
+            r.REFUSED: F.coalesce(o(r.REFUSED), zero),
+            r.UNSERVED: F.coalesce(o(r.UNSERVED), zero),
             LAST_LEADER: F.when(led, leader).otherwise(F.coalesce(last, F.lit(s.NO_LEADER))),
             r.LEADER_START: F.when(led & new_epoch, leo_l).otherwise(
                 F.coalesce(o(r.LEADER_START), F.lit(0).cast("bigint"))
@@ -176,6 +195,10 @@ def receive(
         ).otherwise(F.col(r.caught_col(k)))
         updates[r.fetch_col(k)] = F.when(resets, now).otherwise(F.col(r.fetch_col(k)))
         updates[r.fetch_leo_col(k)] = F.when(resets, leo_l).otherwise(F.col(r.fetch_leo_col(k)))
+        had = F.when(back[k], F.lit(r.STOPPED).cast("bigint")).otherwise(
+            F.col(r.known_epoch_col(k))
+        )
+        updates[r.known_epoch_col(k)] = F.coalesce(F.col(sent_epoch_col(k)).cast("bigint"), had)
     j = r.replace(j, updates)
     # Where the brokers' own write is newer than the controller's view, they keep theirs.
     keep_ours = known & ~newer
@@ -187,17 +210,27 @@ def receive(
     return r.maybe_increment_hw(j.select(*r.columns(w)))  # drops the old columns, helpers
 
 
+ACKS_ALL = "all"  # the acks settings as scenarios give them (str of "all", 1, 0)
+ACKS_LEADER = "1"
+
+
 def append(
-    table: DataFrame, where: Column, records: int, acked_now: bool, min_isr: Column
+    table: DataFrame,
+    where: Column,
+    serving: frozenset[int],
+    records: int,
+    acks: str,
+    min_isr: Column,
 ) -> DataFrame:
-    """A producer's burst of ``records`` to the leader of each partition ``where`` holds. It is
-    refused where there is no leader, and with acks=all where the ISR is below
-    ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS); acks=1 is acknowledged on append, acks=all
-    when the high watermark passes it."""
+    """A producer's burst of ``records`` to each partition ``where`` holds, with its ``acks``
+    ("all", "1" or "0"). Without a leader that serves (``serving``) nothing is appended and the
+    records count as ``UNSERVED``; with acks=all the leader refuses them while the ISR is below
+    ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, ``REFUSED``). acks=1 is acknowledged on
+    append, acks=all once the high watermark passes it (``AWAITED``), acks=0 never."""
     w = s.width(table)
-    ok = where & (F.col(s.LEADER) != s.NO_LEADER)
-    if not acked_now:
-        ok = ok & (r.isr_size(w) >= min_isr)
+    served = where & (F.col(s.LEADER) != s.NO_LEADER) & r.member(F.col(s.LEADER), serving)
+    refused = served & F.lit(acks == ACKS_ALL) & (r.isr_size(w) < min_isr)
+    ok = served & ~refused
     n = F.lit(records).cast("bigint")
     updates: dict[str, Column] = {}
     leo_l = r.leader_value(w, r.leo_col, F.lit(0).cast("bigint"))
@@ -207,10 +240,20 @@ def append(
         updates[r.epochs_col(k)] = F.when(
             lead, epochs.assign(F.col(r.epochs_col(k)), F.col(s.LEADER_EPOCH), F.col(r.leo_col(k)))
         ).otherwise(F.col(r.epochs_col(k)))
-    if acked_now:
-        updates[r.ACKED] = F.when(ok, F.greatest(F.col(r.ACKED), leo_l + n)).otherwise(
-            F.col(r.ACKED)
+    if acks == ACKS_LEADER:
+        acked = F.when(ok, F.greatest(F.col(r.ACKED), leo_l + n)).otherwise(F.col(r.ACKED))
+        lineage = r.pick(
+            [(r.is_leader(k), updates[r.epochs_col(k)]) for k in range(w)],
+            F.array().cast(epochs.EPOCHS_TYPE),
         )
+        updates[r.ACKED] = acked
+        updates[r.ACKED_EPOCHS] = r.acked_lineage(acked, lineage)
+    elif acks == ACKS_ALL:
+        updates[r.AWAITED] = F.when(ok, F.greatest(F.col(r.AWAITED), leo_l + n)).otherwise(
+            F.col(r.AWAITED)
+        )
+    updates[r.REFUSED] = F.col(r.REFUSED) + F.when(refused, n).otherwise(0)
+    updates[r.UNSERVED] = F.col(r.UNSERVED) + F.when(where & ~served, n).otherwise(0)
     return r.replace(table, updates)
 
 

@@ -14,9 +14,11 @@ from typing import Any
 from statemachines import reference_replication as ref
 from statemachines import replication as r
 from statemachines import schemas as s
+from statemachines.leader_and_isr import ACKS_ALL, ACKS_LEADER, sent_epoch_col
 from statemachines.replication_rows import (
     Lineage,
     Row,
+    acked_lineage,
     assigned,
     fresh,
     in_isr,
@@ -47,6 +49,10 @@ def agreement(a: Lineage | None, a_leo: int | None, b: Lineage | None, b_leo: in
                 ends += [None if x is None else x[1], None if y is None else y[1]]
                 break
     return least(*ends)
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def receive(
@@ -104,19 +110,27 @@ def _received(
         empty = fresh(k, now_ms)
         for col in (*r.SLOT_LONGS, r.epochs_col):
             row[col(k)] = empty[col(k)] if src is None else prior(col(src))
-    # The previous leader's log is the record of what producers were told.
+        # What the controller sent this replica's broker (``leader_and_isr.sent_epoch_col``).
+        sent = d[sent_epoch_col(k)]
+        if sent is not None:
+            row[r.known_epoch_col(k)] = sent
+        elif broker in restarted:
+            row[r.known_epoch_col(k)] = r.STOPPED
     last = prior(s.LEADER) if known and prior(s.LEADER) != s.NO_LEADER else prior(r.LAST_LEADER)
-    truth = next((k for k in range(w) if last is not None and row[s.replica_col(k)] == last), None)
-    truth_epochs = None if truth is None else row[r.epochs_col(truth)]
-    truth_leo = None if truth is None else row[r.leo_col(truth)]
     leo_l = leader_value(row, w, r.leo_col, 0)
     epochs_l = leader_value(row, w, r.epochs_col, [])
-    agreed = agreement(epochs_l, leo_l, truth_epochs, truth_leo)
-    kept = leo_l if agreed is None else agreed
-    acked = prior(r.ACKED) if prior(r.ACKED) is not None else 0
-    lost_before = prior(r.LOST) if prior(r.LOST) is not None else 0
-    row[r.LOST] = lost_before + (max(acked - kept, 0) if leader_changed else 0)
-    row[r.ACKED] = min(acked, kept) if leader_changed else acked
+    # ``leader_and_isr.receive``: the new leader is held to what the cluster acknowledged.
+    acked = _or(prior(r.ACKED), 0)
+    acked_epochs = _or(prior(r.ACKED_EPOCHS), [])
+    kept = agreement(epochs_l, leo_l, acked_epochs, acked)
+    row[r.LOST] = _or(prior(r.LOST), 0) + (max(acked - kept, 0) if leader_changed else 0)
+    after = min(acked, kept) if leader_changed else acked
+    row[r.ACKED] = after
+    row[r.ACKED_EPOCHS] = truncated(acked_epochs, after) if leader_changed else acked_epochs
+    awaited = _or(prior(r.AWAITED), 0)
+    row[r.AWAITED] = min(awaited, after) if leader_changed else awaited
+    row[r.REFUSED] = _or(prior(r.REFUSED), 0)
+    row[r.UNSERVED] = _or(prior(r.UNSERVED), 0)
     row[r.LAST_LEADER] = leader if led else (last if last is not None else s.NO_LEADER)
     started = prior(r.LEADER_START) if prior(r.LEADER_START) is not None else 0
     row[r.LEADER_START] = leo_l if led and new_epoch else started
@@ -160,30 +174,36 @@ def _received(
 def append(
     rows: list[Row],
     where: Callable[[Row], bool],
+    serving: frozenset[int],
     records: int,
-    acked_now: bool,
+    acks: str,
     min_isr: Callable[[Row], int],
 ) -> list[Row]:
-    """A producer's burst of ``records`` to the leader of each partition ``where`` holds;
-    refused without a leader, and with acks=all (``acked_now`` false) where the ISR is below
-    ``min_isr``; acks=1 is acknowledged on append."""
+    """``leader_and_isr.append`` over rows."""
     out = []
     for row in rows:
         w = width(row)
-        ok = where(row) and row[s.LEADER] != s.NO_LEADER
-        if ok and not acked_now:
-            ok = isr_size(row, w) >= min_isr(row)
-        if not ok:
-            out.append(row)
-            continue
+        chosen = where(row)
+        served = chosen and row[s.LEADER] != s.NO_LEADER and row[s.LEADER] in serving
+        refused = served and acks == ACKS_ALL and isr_size(row, w) < min_isr(row)
         new = dict(row)
+        new[r.REFUSED] = row[r.REFUSED] + (records if refused else 0)
+        new[r.UNSERVED] = row[r.UNSERVED] + (records if chosen and not served else 0)
+        if not served or refused:
+            out.append(new)
+            continue
+        leo_l = leader_value(row, w, r.leo_col, 0)
         for k in range(w):
             if is_leader(row, k):
                 leo = row[r.leo_col(k)]
                 new[r.leo_col(k)] = leo + records
                 new[r.epochs_col(k)] = assigned(row[r.epochs_col(k)], row[s.LEADER_EPOCH], leo)
-        if acked_now:
-            new[r.ACKED] = max(row[r.ACKED], leader_value(row, w, r.leo_col, 0) + records)
+        if acks == ACKS_LEADER:
+            new[r.ACKED] = max(row[r.ACKED], leo_l + records)
+            lineage = leader_value(new, w, r.epochs_col, [])
+            new[r.ACKED_EPOCHS] = acked_lineage(row, new[r.ACKED], lineage)
+        elif acks == ACKS_ALL:
+            new[r.AWAITED] = max(row[r.AWAITED], leo_l + records)
         out.append(new)
     return out
 

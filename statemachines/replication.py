@@ -13,12 +13,23 @@ columns with no shuffle. Width W is the number of ``replica_k`` columns.
     leader_start            the leader's LEO when it became leader for this epoch (§12.3)
     acked                   end offset of the records producers were told are written
     lost                    acknowledged records lost so far (unclean elections, truncation)
+    last_leader             who led before the partition went offline
+    acked_epochs            the lineage of the acknowledged records ``[0, acked)``: a new
+                            leader's log is held to it, not to a log the failure shortened
+    awaited                 end offset of the acks=all records waiting for the high watermark
+    refused                 records refused with NOT_ENOUGH_REPLICAS (acks=all, ISR short)
+    unserved                records produced while no leader served the partition
     leo_k                   the replica's log end offset
     hw_k                    its high watermark; the leader's is the partition's
     caught_k, fetch_k, fetch_leo_k
                             lastCaughtUpTimeMs, lastFetchTimeMs, lastFetchLeaderLogEndOffset,
                             which the leader keeps for each follower (§12.1)
     flushed_k               the offset below which the log is on disk
+    known_epoch_k           the leader epoch of the last LeaderAndIsr the replica's broker took
+                            for the partition, STOPPED after a StopReplica (or before any): what
+                            its fetches carry. The leader refuses a fetch of another epoch
+                            (FENCED_LEADER_EPOCH, KIP-320), so only a replica that knows the
+                            current epoch copies records and can rejoin the ISR
     epochs_k                the log's leader-epoch lineage, ``(epoch, start_offset)`` of each run
                             of records (§13.1); the epoch rule reads it as the epoch cache, the
                             high-watermark rule ignores it, and divergence is judged by it
@@ -51,6 +62,11 @@ ACKED = "acked"
 LOST = "lost"
 MAX_COPY = 1e15  # records one step may copy: far past any log, far inside a long
 LAST_LEADER = "last_leader"  # who led before the partition went offline: whose records count
+ACKED_EPOCHS = "acked_epochs"
+AWAITED = "awaited"
+REFUSED = "refused"
+UNSERVED = "unserved"
+STOPPED = -1  # known_epoch of a replica that was sent StopReplica, or never a LeaderAndIsr
 
 
 def leo_col(k: int) -> str:
@@ -81,7 +97,13 @@ def epochs_col(k: int) -> str:
     return f"epochs_{k}"
 
 
-SLOT_LONGS = (leo_col, hw_col, caught_col, fetch_col, fetch_leo_col, flushed_col)
+def known_epoch_col(k: int) -> str:
+    return f"known_epoch_{k}"
+
+
+SLOT_LONGS = (
+    leo_col, hw_col, caught_col, fetch_col, fetch_leo_col, flushed_col, known_epoch_col,
+)  # fmt: skip
 
 
 def slot_columns(k: int) -> list[str]:
@@ -104,6 +126,10 @@ def columns(w: int) -> list[str]:
         ACKED,
         LOST,
         LAST_LEADER,
+        ACKED_EPOCHS,
+        AWAITED,
+        REFUSED,
+        UNSERVED,
         *(c for k in range(w) for c in slot_columns(k)),
     ]
 
@@ -129,6 +155,23 @@ class Conditions:
     fetch_wait_ms: int = 500  # replica.fetch.wait.max.ms: how stale a follower's HW is
     flush_periods_ms: tuple[int, ...] = (30_000,)  # page cache write-back, log.flush.interval.ms
     flush_messages: int | None = None  # log.flush.interval.messages
+    # Topics with flush.ms / flush.messages overrides: their own flush periods (the page cache's
+    # and their flush.ms) and flush.messages, in place of the broker's.
+    topic_flush_periods_ms: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_flush_messages: Mapping[int, int] = field(default_factory=dict)
+
+
+def flush_groups(c: Conditions, end_ms: int) -> list[tuple[frozenset[int] | None, list[int]]]:
+    """The flush boundaries inside the step by group of topics: each override's topics, then
+    None for every other topic (``_flush_boundaries`` of its periods)."""
+    by_periods: dict[tuple[int, ...], set[int]] = {}
+    for topic, periods in sorted(c.topic_flush_periods_ms.items()):
+        by_periods.setdefault(tuple(periods), set()).add(topic)
+    groups: list[tuple[frozenset[int] | None, list[int]]] = [
+        (frozenset(topics), _flush_boundaries(c, end_ms, periods))
+        for periods, topics in sorted(by_periods.items())
+    ]
+    return [*groups, (None, _flush_boundaries(c, end_ms, c.flush_periods_ms))]
 
 
 # -- small Column builders ---------------------------------------------------------------------
@@ -192,6 +235,12 @@ def is_follower(k: int) -> Column:
     return (F.col(s.replica_col(k)) != s.EMPTY_SLOT) & ~is_leader(k)
 
 
+def knows_epoch(k: int) -> Column:
+    """Position k's fetches carry the leader's epoch: any other is refused (KIP-320's
+    ``FENCED_LEADER_EPOCH``, or ``UNKNOWN_LEADER_EPOCH``), and a stopped replica sends none."""
+    return F.col(known_epoch_col(k)) == F.col(s.LEADER_EPOCH)
+
+
 def leader_value(w: int, name: type[str] | object, default: Column) -> Column:
     """The leader's value of a per-replica column (``name(k)``)."""
     return pick([(is_leader(k), F.col(name(k))) for k in range(w)], default)  # type: ignore[operator]
@@ -210,6 +259,8 @@ def min_isr_of(c: Conditions) -> Column:
 
 _LEADER_LEO = "_m_leader_leo"
 _RATE = "_m_rate"
+_DEMAND = "_m_demand"
+_SERVES = "_m_serves"
 _ANCHOR = "_m_anchor"
 
 
@@ -236,14 +287,11 @@ class Motion:
 
     def prepare(self, table: DataFrame) -> DataFrame:
         c, topic, leader = self.c, F.col(s.TOPIC_INDEX), F.col(s.LEADER)
-        producing = (
-            (leader != s.NO_LEADER)
-            & member(leader, c.serving)
-            & (isr_size(self.w) >= min_isr_of(c))
-        )
+        serves = (leader != s.NO_LEADER) & member(leader, c.serving)
+        producing = F.col(_SERVES) & (isr_size(self.w) >= min_isr_of(c))
         cols: dict[str, Column] = {
             _LEADER_LEO: leader_value(self.w, leo_col, F.lit(0).cast("bigint")),
-            _RATE: F.when(producing, _lookup(c.rates, "double", topic)).otherwise(0.0),
+            _RATE: F.when(producing, F.col(_DEMAND)).otherwise(0.0),
             _ANCHOR: _lookup(c.rate_anchors, "bigint", topic),
         }
         size = F.greatest(_lookup(c.bytes_per_record, "int", topic), F.lit(1))
@@ -254,6 +302,7 @@ class Motion:
                 & (leader != s.NO_LEADER)
                 & member(broker, c.fetching)
                 & member(leader, c.serving)
+                & knows_epoch(k)
             )
             at_end = F.col(leo_col(k)) >= F.col(_LEADER_LEO)
             lagging = capped(
@@ -262,11 +311,15 @@ class Motion:
             )  # fmt: skip
             share = F.when(at_end, _lookup(c.caught_share, "double", broker)).otherwise(lagging)
             cols[_rate_col(k)] = share / size
-        first = {_LEADER_LEO: cols.pop(_LEADER_LEO)}
+        first = {
+            _LEADER_LEO: cols.pop(_LEADER_LEO),
+            _DEMAND: _lookup(c.rates, "double", topic),
+            _SERVES: serves,
+        }
         return table.withColumns(first).withColumns(cols)
 
     def done(self, table: DataFrame) -> DataFrame:
-        return table.drop(_LEADER_LEO, _RATE, _ANCHOR, *[
+        return table.drop(_LEADER_LEO, _RATE, _DEMAND, _SERVES, _ANCHOR, *[
             n for k in range(self.w) for n in (_fetching_col(k), _rate_col(k))
         ])  # fmt: skip
 
@@ -283,7 +336,20 @@ class Motion:
     def produced(self, at: Column) -> Column:
         """Records the leader appends from the step's start to ``at``: anchored at the time the
         rate was set, so the count does not depend on how many steps lie between."""
-        rate, anchor = F.col(_RATE), F.col(_ANCHOR)
+        return self._produced(F.col(_RATE), at)
+
+    def demanded(self, at: Column) -> Column:
+        """Records the topic's producers send to the partition from the step's start to ``at``,
+        taken or not."""
+        return self._produced(F.col(_DEMAND), at)
+
+    @property
+    def serves(self) -> Column:
+        """The partition has a leader that answers."""
+        return F.col(_SERVES)
+
+    def _produced(self, rate: Column, at: Column) -> Column:
+        anchor = F.col(_ANCHOR)
         start = F.lit(self.c.start_ms).cast("bigint")
         total = F.floor(rate * (at - anchor) / 1000) - F.floor(rate * (start - anchor) / 1000)
         return F.when(rate > 0, total).otherwise(F.lit(0).cast("bigint"))
@@ -292,7 +358,8 @@ class Motion:
         return F.col(_LEADER_LEO) + self.produced(at)
 
     def fetching(self, k: int) -> Column:
-        """Position k follows a leader that answers, from a broker whose fetchers run."""
+        """Position k follows a leader that answers, from a broker whose fetchers run, with the
+        leader's current epoch (``knows_epoch``)."""
         return F.col(_fetching_col(k))
 
     def fetch_rate(self, k: int) -> Column:
@@ -343,10 +410,10 @@ def maybe_increment_hw(table: DataFrame) -> DataFrame:
     )
 
 
-def _flush_boundaries(c: Conditions, end_ms: int) -> list[int]:
+def _flush_boundaries(c: Conditions, end_ms: int, periods: tuple[int, ...]) -> list[int]:
     """The last write-back of each flush period inside the step (none if it has none)."""
     out = []
-    for period in c.flush_periods_ms:
+    for period in periods:
         if period > 0 and (boundary := end_ms // period * period) >= c.start_ms:
             out.append(boundary)
     return out
@@ -363,15 +430,23 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
     leader_end = m.leader_leo(end)
     leader_epochs = leader_value(w, epochs_col, F.array().cast(epochs.EPOCHS_TYPE))
     produced = m.produced(end)
-    boundaries = _flush_boundaries(c, end_ms)
+    groups = flush_groups(c, end_ms)
+    overridden = frozenset(c.topic_flush_periods_ms)
+    topic = F.col(s.TOPIC_INDEX)
+    by_topic = _map(c.topic_flush_messages, "bigint")
+    every = F.lit(c.flush_messages or None).cast("bigint")
+    flush_messages = F.coalesce(F.element_at(by_topic, topic), every)
     updates: dict[str, Column] = {}
     for k in range(w):
         leo0, leo1 = F.col(leo_col(k)), m.leo(k, end)
         fetching = m.fetching(k)
-        on_disk = [F.col(flushed_col(k))] + [m.leo(k, F.lit(b).cast("bigint")) for b in boundaries]
-        if c.flush_messages:
-            n = F.lit(c.flush_messages).cast("bigint")
-            on_disk.append(F.floor(leo1 / n) * n)
+        on_disk = [F.col(flushed_col(k))]
+        for topics, boundaries in groups:
+            own = ~member(topic, overridden) if topics is None else member(topic, topics)
+            on_disk += [F.when(own, m.leo(k, F.lit(b).cast("bigint"))) for b in boundaries]
+        if c.flush_messages or c.topic_flush_messages:
+            n = flush_messages
+            on_disk.append(F.when(n > 0, F.floor(leo1 / n) * n))
         updates[leo_col(k)] = leo1
         updates[hw_col(k)] = (
             F.when(is_leader(k), hw_end)
@@ -394,7 +469,31 @@ def advance(table: DataFrame, c: Conditions, end_ms: int) -> DataFrame:
             )
             .otherwise(F.col(epochs_col(k)))
         )
-    acked = F.when(isr_size(w) >= min_isr_of(c), F.greatest(F.col(ACKED), hw_end)).otherwise(
-        F.col(ACKED)
+    # The rate's producers use acks=all: their records wait for the high watermark, and are
+    # acknowledged when it passes them while the ISR holds min.insync.replicas (§12.3).
+    awaited = F.when(m.producing, F.greatest(F.col(AWAITED), leader_end)).otherwise(F.col(AWAITED))
+    reached = F.greatest(F.col(ACKED), F.least(hw_end, awaited))
+    acked = F.when(isr_size(w) >= min_isr_of(c), reached).otherwise(F.col(ACKED))
+    no_lineage = F.array().cast(epochs.EPOCHS_TYPE)
+    lineage = pick([(is_leader(k), updates[epochs_col(k)]) for k in range(w)], no_lineage)
+    demanded = m.demanded(end)
+    return m.done(
+        replace(
+            table,
+            {
+                **updates,
+                ACKED: acked,
+                ACKED_EPOCHS: acked_lineage(acked, lineage),
+                AWAITED: awaited,
+                REFUSED: F.col(REFUSED) + F.when(m.serves & ~m.producing, demanded).otherwise(0),
+                UNSERVED: F.col(UNSERVED) + F.when(~m.serves, demanded).otherwise(0),
+            },
+        )
     )
-    return m.done(replace(table, {**updates, ACKED: acked}))
+
+
+def acked_lineage(acked: Column, leader_lineage: Column) -> Column:
+    """The acknowledged records' lineage once ``acked`` replaced the ``ACKED`` column: the
+    leader's lineage up to it where it grew (the leader holds every acknowledged record)."""
+    grown = epochs.truncate_from_end(leader_lineage, acked)
+    return F.when(acked > F.col(ACKED), grown).otherwise(F.col(ACKED_EPOCHS))

@@ -126,6 +126,7 @@ def fresh(k: int, now_ms: int) -> Row:
         r.fetch_leo_col(k): 0,
         r.flushed_col(k): 0,
         r.epochs_col(k): [],
+        r.known_epoch_col(k): r.STOPPED,
     }
 
 
@@ -142,15 +143,22 @@ class Motion:
         key = (topic, row[s.PARTITION])
         serves = leader != s.NO_LEADER and leader in c.serving
         producing = serves and isr_size(row, w) >= min_isr_of(c, row)
+        self.serves = serves
         self.leader_leo0: int = leader_value(row, w, r.leo_col, 0)
-        self.rate = float(c.rates.get(topic, 0.0)) if producing else 0.0
+        self.demand = float(c.rates.get(topic, 0.0))
+        self.rate = self.demand if producing else 0.0
         self.anchor = int(c.rate_anchors.get(topic, 0))
         size = max(int(c.bytes_per_record.get(topic, 0)), 1)
         self.fetching: list[bool] = []
         self.rates: list[float] = []
         for k in range(w):
             broker = row[s.replica_col(k)]
-            self.fetching.append(is_follower(row, k) and serves and broker in c.fetching)
+            self.fetching.append(
+                is_follower(row, k)
+                and serves
+                and broker in c.fetching
+                and row[r.known_epoch_col(k)] == row[s.LEADER_EPOCH]  # ``replication.knows_epoch``
+            )
             at_end = row[r.leo_col(k)] >= self.leader_leo0
             share = (c.caught_share if at_end else c.fetch_share).get(broker, 0.0)
             if not at_end:
@@ -165,11 +173,18 @@ class Motion:
     def produced(self, at: int) -> int:
         """Records the leader appends from the step's start to ``at``, anchored at the time the
         rate was set."""
-        if self.rate <= 0:
+        return self._produced(self.rate, at)
+
+    def demanded(self, at: int) -> int:
+        """Records the topic's producers send to the partition until ``at``, taken or not."""
+        return self._produced(self.demand, at)
+
+    def _produced(self, rate: float, at: int) -> int:
+        if rate <= 0:
             return 0
         start = self.c.start_ms
-        return floor_of(divided(self.rate * (at - self.anchor), 1000)) - floor_of(
-            divided(self.rate * (start - self.anchor), 1000)
+        return floor_of(divided(rate * (at - self.anchor), 1000)) - floor_of(
+            divided(rate * (start - self.anchor), 1000)
         )
 
     def leader_leo(self, at: int) -> int:
@@ -218,20 +233,20 @@ def maybe_increment_hw(rows: list[Row]) -> list[Row]:
     return out
 
 
-def flush_boundaries(c: r.Conditions, end_ms: int) -> list[int]:
-    """The last write-back of each flush period inside the step (none if it has none)."""
-    out = []
-    for period in c.flush_periods_ms:
-        if period > 0 and (boundary := end_ms // period * period) >= c.start_ms:
-            out.append(boundary)
-    return out
-
-
 def advance(rows: list[Row], c: r.Conditions, end_ms: int) -> list[Row]:
     """The table at ``end_ms``, every replica moved by ``c`` from ``c.start_ms``."""
-    boundaries = flush_boundaries(c, end_ms)
+    groups = r.flush_groups(c, end_ms)
     learned = max(c.start_ms, end_ms - c.fetch_wait_ms)
-    return [_advanced(row, c, end_ms, learned, boundaries) for row in rows]
+    return [_advanced(row, c, end_ms, learned, _own(groups, row)) for row in rows]
+
+
+def _own(groups: list[tuple[frozenset[int] | None, list[int]]], row: Row) -> list[int]:
+    """The flush boundaries of the row's topic (``replication.flush_groups``)."""
+    topic = row[s.TOPIC_INDEX]
+    for topics, boundaries in groups:
+        if topics is None or topic in topics:
+            return boundaries
+    return []
 
 
 def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: list[int]) -> Row:
@@ -246,8 +261,8 @@ def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: lis
         leo0, leo1 = row[r.leo_col(k)], m.leo(k, end)
         fetching, leads = m.fetching[k], is_leader(row, k)
         on_disk = [row[r.flushed_col(k)]] + [m.leo(k, b) for b in boundaries]
-        if c.flush_messages:
-            n = c.flush_messages
+        n = c.topic_flush_messages.get(row[s.TOPIC_INDEX], c.flush_messages or None)
+        if n is not None and n > 0:
             on_disk.append(floor_of(divided(leo1, n)) * n)
         new[r.leo_col(k)] = leo1
         if leads:
@@ -264,9 +279,25 @@ def _advanced(row: Row, c: r.Conditions, end: int, learned: int, boundaries: lis
             new[r.epochs_col(k)] = assigned(row[r.epochs_col(k)], row[s.LEADER_EPOCH], leo0)
         elif fetching and leo1 > leo0:
             new[r.epochs_col(k)] = copy_lineage(row[r.epochs_col(k)], leader_epochs, leo0, leo1)
+    # ``replication.advance``: the rate's producers use acks=all.
+    if m.producing:
+        new[r.AWAITED] = max(row[r.AWAITED], leader_end)
     if isr_size(row, w) >= min_isr_of(c, row):
-        new[r.ACKED] = max(row[r.ACKED], hw_end)
+        new[r.ACKED] = max(row[r.ACKED], min(hw_end, new[r.AWAITED]))
+    lineage = leader_value(new, w, r.epochs_col, [])
+    new[r.ACKED_EPOCHS] = acked_lineage(row, new[r.ACKED], lineage)
+    demanded = m.demanded(end)
+    new[r.REFUSED] = row[r.REFUSED] + (demanded if m.serves and not m.producing else 0)
+    new[r.UNSERVED] = row[r.UNSERVED] + (0 if m.serves else demanded)
     return new
+
+
+def acked_lineage(row: Row, acked: int, leader_lineage: Lineage) -> Lineage:
+    """``replication.acked_lineage``: ``row``'s acknowledged lineage once ``acked`` replaces
+    its ``ACKED``."""
+    if acked > row[r.ACKED]:
+        return truncated(leader_lineage, acked)
+    return row[r.ACKED_EPOCHS]
 
 
 def copy_lineage(follower: Lineage, leader: Lineage, start: int, end: int) -> Lineage:

@@ -25,11 +25,12 @@ def _decided(spark: SparkSession, w: int) -> DataFrame:
     rows = []
     for p in range(8):
         replicas = [1 + (p + k) % 12 for k in range(w)]
-        rows.append((0, p, *replicas, *replicas, replicas[0], 0, 0, 1))
+        rows.append((0, p, *replicas, *replicas, replicas[0], 0, 0, 1, *[0] * w))
     columns = [f"{s.TOPIC_INDEX} int", f"{s.PARTITION} int"]
     columns += [f"{s.replica_col(k)} int" for k in range(w)]
     columns += [f"{s.isr_col(k)} int" for k in range(w)]
     columns += [f"{c} int" for c in (s.LEADER, s.LEADER_EPOCH, s.ZK_VERSION, s.CONTROLLER_EPOCH)]
+    columns += [f"{lai.sent_epoch_col(k)} int" for k in range(w)]
     return spark.createDataFrame(rows, ", ".join(columns))
 
 
@@ -79,7 +80,7 @@ def test_every_step_of_the_replication_table_is_generated_code(
         "isr_updates": ie.isr_updates(table, c, rule, frozenset([1]), 1_000),
         "outlook": ie.outlook(table, c, rule, brokers, dict.fromkeys(BROKERS, 0), 0),
         "with_isr": ie.with_isr(table, written),
-        "append": lai.append(table, F.lit(True), 5, True, F.lit(1)),
+        "append": lai.append(table, F.lit(True), brokers, 5, "1", F.lit(1)),
         "lose_unflushed": lai.lose_unflushed(table, [1]),
         "divergent": table.select(lai.divergent(w)),
     }

@@ -41,7 +41,10 @@ NAMES = {0: "orders", 1: "audit", 2: "clicks"}  # topic 3 has no name: results l
 # -- literal closed forms on the rows ---------------------------------------------------------
 
 
-def _slot(leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0) -> dict[str, Any]:
+def _slot(
+    leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0, known: int | None = None
+) -> dict[str, Any]:
+    """One position's log; ``known``: the leader epoch it holds (None: the row's)."""
     return {
         "leo": leo,
         "hw": hw,
@@ -50,6 +53,7 @@ def _slot(leo: int, hw: int, epochs: list[tuple[int, int]], at: int = 0) -> dict
         "fetch_leo": leo,
         "flushed": 0,
         "epochs": epochs,
+        "known_epoch": known,
     }
 
 
@@ -82,12 +86,19 @@ def _row(
             r.ACKED: acked,
             r.LOST: 0,
             r.LAST_LEADER: leader,
+            r.ACKED_EPOCHS: [(leader_epoch, 0)] if acked else [],
+            r.AWAITED: acked,
+            r.REFUSED: 0,
+            r.UNSERVED: 0,
         }
     )
     for k in range(w):
         slot = slots[k] if k < len(slots) else _slot(0, 0, [])
-        for name in ("leo", "hw", "caught", "fetch", "fetch_leo", "flushed", "epochs"):
+        known = leader_epoch if slot["known_epoch"] is None else slot["known_epoch"]
+        for name in ("leo", "hw", "caught", "fetch", "fetch_leo", "flushed"):
             row[f"{name}_{k}"] = slot[name]
+        row[r.known_epoch_col(k)] = known
+        row[r.epochs_col(k)] = slot["epochs"]
     assert list(row) == r.columns(w)
     return row
 
@@ -190,8 +201,9 @@ def test_flush_boundary_inside_the_step_puts_the_log_as_it_was_then_on_disk() ->
 def test_receive_new_leader_truncates_its_follower_and_counts_the_acked_loss() -> None:
     # 1 led epoch 1 to 10 (acked 10); 2 had 6 of them; 2 becomes leader of epoch 2.
     table = [_row([1, 2], [1, 2], 1, [_slot(10, 10, [(1, 0)]), _slot(6, 6, [(1, 0)])], acked=10)]
-    decided = [{k: v for k, v in table[0].items() if k in _decided_columns(2)}]
+    decided = [{k: table[0].get(k) for k in _decided_columns(2)}]
     decided[0].update({s.LEADER: 2, s.LEADER_EPOCH: 2, s.ZK_VERSION: 1})
+    decided[0].update({lai.sent_epoch_col(k): 2 for k in range(2)})
     [out] = lair.receive(table, decided, frozenset(), True, 50_000)
     assert out[r.LOST] == 4 and out[r.ACKED] == 6 and out[r.LEADER_START] == 6
     assert out["epochs_1"] == [(1, 0), (2, 6)]  # the new leader's stamp (KIP-279)
@@ -210,6 +222,7 @@ def _decided_columns(w: int) -> list[str]:
         s.LEADER_EPOCH,
         s.ZK_VERSION,
         s.CONTROLLER_EPOCH,
+        *(lai.sent_epoch_col(k) for k in range(w)),
     ]
 
 
@@ -253,7 +266,7 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
             w=w,
             topic=draw(st.sampled_from(TOPICS)),
             partition=p,
-            leader_epoch=draw(st.integers(0, 6)),
+            leader_epoch=(epoch := draw(st.integers(0, 6))),
         )
         row.update(
             {
@@ -263,9 +276,13 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
                 r.ACKED: draw(st.integers(0, 60)),
                 r.LOST: draw(st.integers(0, 5)),
                 r.LAST_LEADER: draw(st.sampled_from([s.NO_LEADER, *replicas, outsider])),
+                r.AWAITED: draw(st.integers(0, 60)),
+                r.REFUSED: draw(st.integers(0, 5)),
+                r.UNSERVED: draw(st.integers(0, 5)),
             }
         )
         base = draw(base_lineages())
+        row[r.ACKED_EPOCHS] = list(ref.truncate_from_end(base, row[r.ACKED]))
         # Logs often end together (a follower level with its leader, a caught-up HW).
         head = draw(st.integers(0, 60))
         # Fetches and catch-ups mostly recent, some long ago.
@@ -281,6 +298,10 @@ def tables(draw: st.DrawFn, w: int, start: int) -> list[Row]:
                     r.fetch_leo_col(k): draw(st.integers(0, 60)),
                     r.flushed_col(k): draw(st.integers(0, leo)),
                     r.epochs_col(k): _lineage(draw, base),
+                    # Mostly the current epoch; sometimes stopped, or fenced by an older one.
+                    r.known_epoch_col(k): draw(
+                        st.sampled_from([epoch, epoch, epoch, r.STOPPED, max(epoch - 1, 0)])
+                    ),
                 }
             )
         rows.append(row)
@@ -347,6 +368,11 @@ def conditions(draw: st.DrawFn, start: int, table: list[Row]) -> r.Conditions:
             draw(st.lists(st.sampled_from([0, 1_000, 7_000, 30_000]), unique=True, max_size=3))
         ),
         flush_messages=draw(st.sampled_from([None, 0, 1, 7, 20])),
+        # Topic overrides (flush.ms's periods, flush.messages; 0: never).
+        topic_flush_periods_ms=draw(
+            st.dictionaries(by_topic, st.sampled_from([(), (1_000,), (7_000, 30_000)]))
+        ),
+        topic_flush_messages=draw(st.dictionaries(by_topic, st.sampled_from([0, 1, 7]))),
     )
 
 
@@ -384,6 +410,9 @@ def decided_rows(draw: st.DrawFn, table: list[Row], wd: int) -> list[Row]:
                 }
             )
         row[s.CONTROLLER_EPOCH] = draw(st.integers(1, 3))
+        # LeaderAndIsr's epoch to most replicas; StopReplica to some; nothing to a few.
+        sent = st.sampled_from([row[s.LEADER_EPOCH]] * 3 + [r.STOPPED, None])
+        row.update({lai.sent_epoch_col(k): draw(sent) for k in range(wd)})
         out.append({name: row[name] for name in _decided_columns(wd)})
     return out
 
@@ -408,7 +437,7 @@ class Case:
     use_epochs: bool
     produce_to: frozenset[int]
     records: int
-    acked_now: bool
+    acks: str
     power_lost: frozenset[int]
     down: frozenset[int]  # crashed brokers the gauges leave out
     versions: list[int] = field(default_factory=list)
@@ -442,7 +471,7 @@ def cases(draw: st.DrawFn) -> Case:
         use_epochs=draw(st.booleans()),
         produce_to=draw(st.frozensets(st.sampled_from(TOPICS))),
         records=draw(st.integers(1, 50)),
-        acked_now=draw(st.booleans()),
+        acks=draw(st.sampled_from(["all", "1", "0"])),
         power_lost=draw(subset),
         down=draw(few),
         versions=draw(st.lists(st.integers(0, 9), min_size=40, max_size=40)),
@@ -465,7 +494,7 @@ _INT_COLUMNS = {
 
 def _schema(w: int) -> StructType:
     def kind(name: str) -> Any:
-        if name.startswith("epochs_"):
+        if name.startswith("epochs_") or name == r.ACKED_EPOCHS:
             return EPOCHS_TYPE
         if name in _INT_COLUMNS or name.startswith(("replica_", "isr_")):
             return IntegerType()
@@ -493,7 +522,7 @@ def _rows_side(case: Case) -> tuple[dict[str, Any], list[tuple[int, int, list[in
     serving = c.serving
 
     def where(row: Row) -> bool:
-        return row[s.TOPIC_INDEX] in case.produce_to and row[s.LEADER] in serving
+        return row[s.TOPIC_INDEX] in case.produce_to
 
     out = {
         "advance": rr.advance(t, c, case.end_ms),
@@ -505,7 +534,7 @@ def _rows_side(case: Case) -> tuple[dict[str, Any], list[tuple[int, int, list[in
         ],
         "receive": lair.receive(t, case.decided, case.restarted, case.use_epochs, c.start_ms),
         "append": lair.append(
-            t, where, case.records, case.acked_now, lambda row: rr.min_isr_of(c, row)
+            t, where, serving, case.records, case.acks, lambda row: rr.min_isr_of(c, row)
         ),
         "lose_unflushed": lair.lose_unflushed(t, sorted(case.power_lost)),
         "divergent": [
@@ -537,9 +566,7 @@ def _spark_side(
     """Every Spark transform's answer on ``case`` (lazy)."""
     c, w = case.c, case.w
     df = _frame(spark, case.table, _schema(w))
-    where: Column = F.col(s.TOPIC_INDEX).isin(sorted(case.produce_to)) & F.col(s.LEADER).isin(
-        sorted(c.serving)
-    )
+    where: Column = F.col(s.TOPIC_INDEX).isin(sorted(case.produce_to))
     logs = SparkLogs(spark)
     logs.table = df
     results = logs.results(NAMES)
@@ -559,7 +586,7 @@ def _spark_side(
             case.use_epochs,
             c.start_ms,
         ),
-        "append": lai.append(df, where, case.records, case.acked_now, r.min_isr_of(c)),
+        "append": lai.append(df, where, c.serving, case.records, case.acks, r.min_isr_of(c)),
         "lose_unflushed": lai.lose_unflushed(df, sorted(case.power_lost)),
         "divergent": df.select(s.TOPIC_INDEX, s.PARTITION, lai.divergent(w).alias("diverged")),
         "partition_results": results,
@@ -577,7 +604,7 @@ def _normal(row: Row) -> Row:
     """A row with lineages as lists of tuples (JSON gives objects)."""
     return {
         k: [(e["epoch"], e["start_offset"]) for e in v]
-        if k.startswith("epochs_") and v is not None
+        if (k.startswith("epochs_") or k == r.ACKED_EPOCHS) and v is not None
         else v
         for k, v in row.items()
     }

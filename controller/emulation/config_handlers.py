@@ -20,6 +20,9 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+FLUSH_MS = "flush.ms"
+FLUSH_MESSAGES = "flush.messages"
+LONG_MAX = 2**63 - 1
 
 
 class ConfigHandlers:
@@ -50,6 +53,25 @@ class ConfigHandlers:
     def min_isr(self, name: str) -> int:
         value = self.topics.get(name, {}).get(MIN_ISR)
         return self.default_min_isr if value is None else int(value)
+
+    def flush_overrides(
+        self, indices: Mapping[str, int], page_cache_ms: int | None
+    ) -> tuple[dict[int, tuple[int, ...]], dict[int, int]]:
+        """The topics' ``flush.ms`` and ``flush.messages`` overrides (``LogConfig``, in place of
+        the broker's ``log.flush.interval.*``), keyed by ``indices``: each overriding topic's
+        flush periods (the page cache's write-back and its flush.ms), and its flush.messages (0:
+        never, Long.MaxValue)."""
+        periods: dict[int, tuple[int, ...]] = {}
+        messages: dict[int, int] = {}
+        for name, config in sorted(self.topics.items()):
+            if name not in indices:
+                continue
+            if (ms := config.get(FLUSH_MS)) is not None:
+                own = (page_cache_ms, int(ms) if int(ms) < LONG_MAX else None)
+                periods[indices[name]] = tuple(p for p in own if p is not None and p > 0)
+            if (count := config.get(FLUSH_MESSAGES)) is not None:
+                messages[indices[name]] = int(count) if int(count) < LONG_MAX else 0
+        return periods, messages
 
     def rates(self) -> tuple[dict[int, float], dict[int, float]]:
         """The brokers' leader and follower throttle rates (bytes/s), where set."""

@@ -26,6 +26,7 @@ from statemachines import replication_rows as rows_rules
 from statemachines import schemas as s
 from statemachines.compact_rows import CompactRow
 from statemachines.local_rows import local_frame
+from statemachines.replica_states import ReplicaState
 
 Stats = list[FetchGroup]  # the followers per broker, grouped by the throttles that count them
 Written = list[tuple[int, int, list[int], int]]  # topic index, partition, ISR, znode version
@@ -62,6 +63,7 @@ class ReplicaLogs(Protocol):
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None: ...
     def append(
         self,
@@ -69,12 +71,13 @@ class ReplicaLogs(Protocol):
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None: ...
     def lose_unflushed(self, brokers: Sequence[int]) -> None: ...
     def results(self, names: Mapping[int, str]) -> DataFrame: ...
     def loss_totals(self) -> tuple[int, int]: ...
+    def produce_totals(self) -> tuple[int, int]: ...
 
 
 class SparkLogs:
@@ -131,9 +134,10 @@ class SparkLogs:
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None:
         assert isinstance(source, DataFrame)
-        decided = decided_frame(source, index)
+        decided = decided_frame(source, index, reachable)
         table = self.table if self.table is not None else empty_frame(self.spark, s.width(decided))
         halves: list[DataFrame] = []
 
@@ -151,14 +155,13 @@ class SparkLogs:
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None:
         where = F.col(s.TOPIC_INDEX).isin(list(topics)) if topics else F.lit(False)
         if partition is not None:
             where = where & (F.col(s.PARTITION) == partition)
-        where = where & r.member(F.col(s.LEADER), serving)
-        self._swap(lai.append(self._current(), where, records, acked_now, r.min_isr_of(c)))
+        self._swap(lai.append(self._current(), where, serving, records, acks, r.min_isr_of(c)))
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:
         if self.table is not None:
@@ -198,6 +201,13 @@ class SparkLogs:
             F.sum(r.LOST).alias("lost"), F.sum(lai.divergent(w).cast("long")).alias("diverged")
         ).collect()[0]
         return int(row["lost"] or 0), int(row["diverged"] or 0)
+
+    def produce_totals(self) -> tuple[int, int]:
+        """Records refused with NOT_ENOUGH_REPLICAS and records no leader served."""
+        if self.table is None:
+            return 0, 0
+        row = self.table.agg(F.sum(r.REFUSED).alias("a"), F.sum(r.UNSERVED).alias("b")).collect()
+        return int(row[0]["a"] or 0), int(row[0]["b"] or 0)
 
 
 class RowLogs:
@@ -247,9 +257,10 @@ class RowLogs:
         use_epochs: bool,
         now_ms: int,
         running: frozenset[int],
+        reachable: frozenset[int],
     ) -> None:
         assert not isinstance(source, DataFrame)
-        decided = decided_rows(source, index)
+        decided = decided_rows(source, index, reachable)
         self.rows = lai_rows.receive(
             self.rows or [], decided, restarted, use_epochs, now_ms, running
         )
@@ -260,22 +271,20 @@ class RowLogs:
         partition: int | None,
         serving: frozenset[int],
         records: int,
-        acked_now: bool,
+        acks: str,
         c: r.Conditions,
     ) -> None:
         chosen = set(topics)
 
         def where(row: Mapping[str, Any]) -> bool:
-            return (
-                row[s.TOPIC_INDEX] in chosen
-                and (partition is None or row[s.PARTITION] == partition)
-                and row[s.LEADER] in serving
+            return row[s.TOPIC_INDEX] in chosen and (
+                partition is None or row[s.PARTITION] == partition
             )
 
         def min_isr(row: Mapping[str, Any]) -> int:
             return max(c.min_isr.get(row[s.TOPIC_INDEX], 0), 1)
 
-        self.rows = lai_rows.append(self._current(), where, records, acked_now, min_isr)
+        self.rows = lai_rows.append(self._current(), where, serving, records, acks, min_isr)
 
     def lose_unflushed(self, brokers: Sequence[int]) -> None:
         if self.rows is not None:
@@ -293,6 +302,10 @@ class RowLogs:
     def loss_totals(self) -> tuple[int, int]:
         return lai_rows.loss_totals(self.rows or [])
 
+    def produce_totals(self) -> tuple[int, int]:
+        rows = self.rows or []
+        return sum(x[r.REFUSED] for x in rows), sum(x[r.UNSERVED] for x in rows)
+
 
 def _group(x: Mapping[str, Any]) -> FetchGroup:
     return FetchGroup(
@@ -306,9 +319,35 @@ WRITTEN_SCHEMA = (
 )
 
 
-def decided_frame(partitions: DataFrame, index: Mapping[int, int]) -> DataFrame:
-    """The controller's committed rows in the replication layout, under our topic indices."""
+# Replica states whose broker the controller sends LeaderAndIsr; the others were sent StopReplica
+# (OfflineReplica, the deletion states: ``ReplicaStateMachine``, spec §6.3).
+_FOLLOWING = (ReplicaState.NewReplica, ReplicaState.OnlineReplica)
+
+
+def sent_epoch(broker: int, state: int, leader_epoch: int, reachable: frozenset[int]) -> int | None:
+    """``lai.sent_epoch_col`` of one replica: the controller's requests reach only the brokers
+    it holds live or shutting down (``ControllerChannelManager`` drops the others')."""
+    if broker not in reachable:
+        return None
+    return leader_epoch if state in _FOLLOWING else r.STOPPED
+
+
+def decided_frame(
+    partitions: DataFrame, index: Mapping[int, int], reachable: frozenset[int]
+) -> DataFrame:
+    """The controller's committed rows in the replication layout, under our topic indices,
+    with what each replica's broker was sent (``sent_epoch``)."""
     w = s.width(partitions)
+    following = [int(x) for x in _FOLLOWING]
+    sent = [
+        F.when(
+            r.member(F.col(s.replica_col(k)), reachable),
+            F.when(F.col(s.replica_state_col(k)).isin(following), F.col(s.LEADER_EPOCH)).otherwise(
+                F.lit(r.STOPPED)
+            ),
+        ).alias(lai.sent_epoch_col(k))
+        for k in range(w)
+    ]
     keys = sorted(index)
     mapping = (
         F.map_from_arrays(
@@ -326,11 +365,14 @@ def decided_frame(partitions: DataFrame, index: Mapping[int, int]) -> DataFrame:
         s.LEADER_EPOCH,
         s.ZK_VERSION,
         s.CONTROLLER_EPOCH,
+        *sent,
     ).where(F.col(s.ZK_VERSION) != s.NO_ZK_VERSION)
 
 
 def decided_rows(
-    rows: Mapping[tuple[int, int], CompactRow], index: Mapping[int, int]
+    rows: Mapping[tuple[int, int], CompactRow],
+    index: Mapping[int, int],
+    reachable: frozenset[int],
 ) -> list[dict[str, Any]]:
     """``decided_frame`` over the controller's driver rows."""
     w = max((len(x.replicas) for x in rows.values()), default=1)
@@ -350,6 +392,12 @@ def decided_rows(
                 s.CONTROLLER_EPOCH: x.controller_epoch,
             }
         )
+        for k in range(w):
+            row[lai.sent_epoch_col(k)] = (
+                sent_epoch(x.replicas[k], x.replica_states[k], x.leader_epoch, reachable)
+                if k < len(x.replicas)
+                else None
+            )
         out.append(row)
     return out
 
@@ -362,7 +410,7 @@ def empty_frame(spark: SparkSession, w: int) -> DataFrame:
     ints |= {s.CONTROLLER_EPOCH, r.LAST_LEADER}
     fields = []
     for c in r.columns(w):
-        if c.startswith("epochs_"):
+        if c.startswith("epochs_") or c == r.ACKED_EPOCHS:
             kind = EPOCHS_TYPE.simpleString()
         elif c in ints or c.startswith(("replica_", "isr_")):
             kind = "int"

@@ -114,6 +114,9 @@ class Replication:
             capacity[b] = self.settings.fetch_bytes_per_s / slow
         shares = deal(self._stats, capacity, *self.configs.rates())
         leader, follower = self.configs.throttled(self.topics)
+        flush_ms, flush_messages = self.configs.flush_overrides(
+            self.topics, self.settings.page_cache_flush_ms
+        )
         return r.Conditions(
             start_ms=self.now,
             fetching=fetching,
@@ -128,6 +131,8 @@ class Replication:
             fetch_wait_ms=self.settings.fetch_wait_ms,
             flush_periods_ms=self.settings.flush_periods_ms,
             flush_messages=self.settings.flush_messages,
+            topic_flush_periods_ms=flush_ms,
+            topic_flush_messages=flush_messages,
         )
 
     def _changed(self) -> None:
@@ -183,6 +188,7 @@ class Replication:
             self.settings.use_epochs,
             self.now,
             frozenset(b for b in self.brokers if self._alive(b)),
+            ctx.view().live_or_shutting_down.ids,
         )
         self.restarted.clear()
         return True
@@ -362,7 +368,7 @@ class Replication:
             return
         c = self.conditions()
         indices = self._topic_indices(topics)
-        self.logs.append(indices, partition, c.serving, records, acks != "all", c)
+        self.logs.append(indices, partition, c.serving, records, acks, c)
         self._changed()
 
     def topic_config_changed(self, topic: str, config: dict[str, str]) -> None:
@@ -391,6 +397,10 @@ class Replication:
     def loss_totals(self) -> tuple[int, int]:
         """Acknowledged records lost and divergent partitions, over the whole table."""
         return (0, 0) if self.logs is None else self.logs.loss_totals()
+
+    def produce_totals(self) -> tuple[int, int]:
+        """Records refused with NOT_ENOUGH_REPLICAS and records sent while no leader served."""
+        return (0, 0) if self.logs is None else self.logs.produce_totals()
 
     def partition_results(self) -> DataFrame | None:
         """Per partition: high watermark, each replica's LEO, acknowledged records lost and

@@ -19,6 +19,7 @@ class ReplicationSettings:
     fetch_wait_ms: int = 500
     flush_periods_ms: tuple[int, ...] = (30_000,)
     flush_messages: int | None = None
+    page_cache_flush_ms: int | None = None  # emulation.page_cache_flush_ms (a topic keeps it)
     min_isr: int = 1
     driver_rows: int = 10_000  # a table of at most this many partitions stays on the driver
 

@@ -7,7 +7,6 @@ from pyspark.sql import SparkSession
 
 from controller.zk import admin_zk_client as admin
 from controller.zk.paths import BROKER_TOPICS
-from spark_app.playback import AdminFailure
 from spark_app.runner import open_zookeeper, start_playback, starting_table
 from spark_app.scenario import Scenario
 from verify.snapshot import Snapshot, take
@@ -23,12 +22,13 @@ class EmulatorSide:
         self.cluster = self.playback.cluster
         self.topic_ids: dict[str, str] = {}
 
-    def advance_to(self, at_ms: int) -> list[AdminFailure]:
+    def advance_to(self, at_ms: int) -> list[str]:
         """Play every event due by ``at_ms`` and let the controllers finish; the admin requests
-        the emulator refused meanwhile."""
-        before = len(self.playback.rejected)
+        the emulator refused meanwhile (the admin tools' and the API's), one line each."""
+        rejected, api = len(self.playback.rejected), len(self.playback.actor.api_refusals)
         self.cluster.advance_to(at_ms)
-        return self.playback.rejected[before:]
+        refused = [f.line() for f in self.playback.rejected[rejected:]]
+        return refused + self.playback.actor.api_refusals[api:]
 
     def assignment(self, topic: str) -> dict[int, list[int]]:
         """The topic's replica assignment in the emulator's ZooKeeper (what its placement drew);

@@ -209,8 +209,9 @@ class RealKafkaCluster:
         return ",".join(f"127.0.0.1:{b.port}" for b in live)
 
     def tool(self, main_class: str, *args: str, timeout_s: float = 120) -> str:
-        """Run one of Kafka's command-line tools (``kafka.admin.TopicCommand`` ...); its output,
-        or ``RealClusterError`` with it when the tool fails."""
+        """Run one of Kafka's command-line tools (``kafka.admin.TopicCommand`` ...) or a Java
+        source file on Kafka's class path; its output, or ``RealClusterError`` with it when the
+        tool fails."""
         log4j = self.root / "tools-log4j.properties"
         log4j.write_text(LOG4J.format(file=self.root / "tools.log"))
         result = subprocess.run(
@@ -221,7 +222,8 @@ class RealKafkaCluster:
         )  # fmt: skip
         output = result.stdout + result.stderr
         if result.returncode != 0 or "Error while executing" in output:
-            name = main_class.rsplit(".", 1)[-1]
+            name = Path(main_class).stem if main_class.endswith(".java") else main_class
+            name = name.rsplit(".", 1)[-1]
             raise RealClusterError(f"{name} {' '.join(args)} failed:\n{output.strip()[-2000:]}")
         return output
 

@@ -4,8 +4,8 @@ Brokers: start (``kafka.Kafka``), crash (SIGKILL; ZooKeeper expires the session 
 ``zookeeper.session.timeout.ms``), clean shutdown (SIGTERM: Kafka's controlled shutdown, then
 exit), session expiry (SIGSTOP until ZooKeeper dropped the registration, then SIGCONT). Admin
 requests: ``kafka-topics`` (``TopicCommand``) to create, extend and delete topics,
-``kafka-configs`` (``ConfigCommand``) for topic configs, ``kafka-reassign-partitions``
-(``ReassignPartitionsCommand``, KIP-455) or the ``/admin/reassign_partitions`` znode,
+``kafka-configs`` (``ConfigCommand``) for topic configs, the Admin client's
+``alterPartitionReassignments`` (KIP-455) or the ``/admin/reassign_partitions`` znode,
 ``kafka-leader-election`` (``LeaderElectionCommand``) or ``/admin/preferred_replica_election``.
 
 Where Kafka's tool draws a random placement (a topic or partitions without an explicit
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from spark_app.scenario import Scenario, ScenarioEvent
 from spark_app.scenario import events as se
@@ -24,7 +25,10 @@ from verify.real_cluster import RealClusterError, RealKafkaCluster
 
 TOPICS = "kafka.admin.TopicCommand"
 CONFIGS = "kafka.admin.ConfigCommand"
-REASSIGN = "kafka.admin.ReassignPartitionsCommand"
+# The Admin API's AlterPartitionReassignments, from a Java source file the JVM compiles and runs.
+# (kafka-reassign-partitions checks a plan's broker ids against the live brokers itself before it
+# sends it, so it cannot send what the API and the controller would accept.)
+ALTER_REASSIGNMENTS = str(Path(__file__).with_name("java") / "AlterPartitionReassignments.java")
 ELECTION = "kafka.admin.LeaderElectionCommand"
 
 # Events a real cluster cannot be made to do from outside, each with the reason.
@@ -158,22 +162,15 @@ class RealPlayer:
                 "/admin/reassign_partitions", {"version": 1, "partitions": entries}
             )
             return
-        plan = self._plan(entries)
-        self.cluster.tool(
-            REASSIGN, "--bootstrap-server", self._bootstrap(),
-            "--reassignment-json-file", plan, "--execute",
-        )  # fmt: skip
+        targets = [
+            f"{e.topic}:{e.partition}={','.join(map(str, e.replicas))}"
+            for e in event.plan.partitions
+        ]
+        self.cluster.tool(ALTER_REASSIGNMENTS, self._bootstrap(), *targets)
 
     def cancel_reassignment(self, event: se.CancelReassignment) -> None:
-        # --cancel reads the partitions of a plan; their replicas are not used.
-        entries: list[dict[str, object]] = [
-            {"topic": p.topic, "partition": p.partition, "replicas": [0]} for p in event.partitions
-        ]
-        plan = self._plan(entries)
-        self.cluster.tool(
-            REASSIGN, "--bootstrap-server", self._bootstrap(),
-            "--reassignment-json-file", plan, "--cancel",
-        )  # fmt: skip
+        targets = [f"{p.topic}:{p.partition}=" for p in event.partitions]
+        self.cluster.tool(ALTER_REASSIGNMENTS, self._bootstrap(), *targets)
 
     # -- elections -----------------------------------------------------------------------------
     def elect_leaders(self, event: se.ElectLeaders) -> None:

@@ -49,6 +49,7 @@ class StepResult:
     rejected: dict[str, list[str]] = field(default_factory=dict)
     quiescent: bool = True
     wall_seconds: float = 0.0
+    kafka_state: Snapshot = field(default_factory=dict)  # the real tree, normalised
 
     @property
     def identical(self) -> bool:
@@ -68,6 +69,7 @@ class StepResult:
             "rejected": self.rejected,
             "quiescent": self.quiescent,
             "wall_seconds": round(self.wall_seconds, 1),
+            "kafka_state": self.kafka_state,
         }
 
 
@@ -205,7 +207,7 @@ class Verification:
         controller = {"kafka": _controller(self.real.zk), "kce": self.emulator.controller()}
         return StepResult(
             index, at, [e.model_dump(mode="json", by_alias=True) for e in events], found,
-            controller, rejected, quiescent, time.monotonic() - started,
+            controller, rejected, quiescent, time.monotonic() - started, kafka,
         )  # fmt: skip
 
 

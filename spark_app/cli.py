@@ -133,18 +133,13 @@ def _run(args: argparse.Namespace) -> int:
     from controller.zk.errors import ZooKeeperClientTimeoutError
     from spark_app import runner
     from spark_app.run_checkpoint import CheckpointError
-    from spark_app.scenario import ScenarioError, format_duration, format_problems, load_scenario
+    from spark_app.scenario import format_duration, load_scenario_or_report
     from spark_app.session import get_spark
     from spark_app.staged_output import ForeignOutputError, check_replaceable
     from spark_app.validate import ClusterModelError
 
-    try:
-        scenario = load_scenario(args.scenario, args.overrides)
-    except ScenarioError as err:
-        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
-        return EXIT_INVALID
-    except OSError as err:
-        print(f"kce: {args.scenario}: {err}", file=sys.stderr)
+    scenario = load_scenario_or_report(args.scenario, args.overrides)
+    if scenario is None:
         return EXIT_INVALID
     if args.driver_rows is not None:
         if args.driver_rows < 0:

@@ -47,15 +47,10 @@ def add_parser(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from spark_app.scenario import ScenarioError, format_problems, load_scenario
+    from spark_app.scenario import load_scenario_or_report
 
-    try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as err:
-        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
-        return EXIT_INVALID
-    except OSError as err:
-        print(f"kce: {args.scenario}: {err}", file=sys.stderr)
+    scenario = load_scenario_or_report(args.scenario)
+    if scenario is None:
         return EXIT_INVALID
     problems = unplayable(scenario)
     if RELEASES[args.kafka] != scenario.kafka_version:

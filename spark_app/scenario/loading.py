@@ -6,6 +6,7 @@ mapping before validation.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
+from spark_app.scenario.errors import ScenarioError, format_problems, problems_from_validation_error
 from spark_app.scenario.model import Scenario
 from spark_app.scenario.overrides import apply_overrides, name_overrides, parse_overrides
 
@@ -114,3 +115,15 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
     ``ScenarioError`` lists every problem."""
     return scenario_from_data(read_yaml_file(path), str(path), overrides)
+
+
+def load_scenario_or_report(path: str, overrides: Sequence[str] = ()) -> Scenario | None:
+    """``load_scenario`` for a command: None once the problem is on stderr as ``kce: ...``
+    (every problem with its YAML path, or the file's OS error)."""
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as err:
+        print(f"kce: {format_problems(err.problems, err.source)}", file=sys.stderr)
+    except OSError as err:
+        print(f"kce: {path}: {err}", file=sys.stderr)
+    return None

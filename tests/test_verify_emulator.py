@@ -74,3 +74,43 @@ def test_refused_api_reassignments_are_answered_as_the_admin_client_reads_them(
         assert side.advance_to(6_000) == ["orders-1: NO_REASSIGNMENT_IN_PROGRESS"]
     finally:
         side.close()
+
+
+def test_a_new_controller_leaves_a_deletion_waiting_for_a_dead_broker_alone(
+    spark: SparkSession,
+) -> None:
+    """``KafkaController.fetchTopicDeletionsInProgress``: a queued topic with a replica on a dead
+    broker is ineligible before the failover's ``tryTopicDeletion``, so the new controller does
+    not start its deletion again (no ``OfflineReplica`` ISR write). Real Kafka 2.8.2 left the
+    state znode as the old controller's deletion had (leader -1, ISR [1]: docs/fidelity.md)."""
+    scenario = Scenario.model_validate({
+        "name": "regression",
+        "kafka_version": "2.8",
+        "config": {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False},
+        "cluster": {
+            "brokers": [{"id": 1}, {"id": 2}, {"id": 3}],
+            "topics": [{"name": "audit", "partitions": 1, "replication_factor": 2,
+                        "assignment": {"0": [3, 1]}}],
+            "controller": 2,
+        },
+        "events": [
+            {"at": "1s", "type": "broker_failure", "brokers": [3]},
+            {"at": "2s", "type": "delete_topic", "topic": "audit"},
+            {"at": "3s", "type": "zk_session_expiry", "broker": 2},
+        ],
+        "until": "10s",
+    })  # fmt: skip
+    side = EmulatorSide(spark, scenario)
+    try:
+        side.advance_to(2_500)
+        before = side.snapshot()
+        side.advance_to(10_000)
+        after = side.snapshot()
+        assert after["/controller_epoch"] == 2
+        assert after["/admin/delete_topics"] == ["audit"]
+        state = "/brokers/topics/audit/partitions/0/state#"
+        assert before[state + "leader"] == -1 and before[state + "isr"] == [1]
+        for field in ("leader", "isr", "leader_epoch", "controller_epoch"):
+            assert after[state + field] == before[state + field], field
+    finally:
+        side.close()

@@ -76,7 +76,7 @@ def test_a_broker_that_cannot_start_is_reported_with_its_log() -> None:
     assert process is not None and process.poll() is not None
 
 
-@pytest.mark.parametrize("name", ["core", "rebalance"])
+@pytest.mark.parametrize("name", ["core", "rebalance", "failover"])
 def test_the_short_set_is_identical_on_real_kafka(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:

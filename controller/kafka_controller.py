@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from controller.commit.committer import Committer
@@ -304,6 +304,25 @@ class KafkaController:
         self.elections.register_preferred_election_watch()
         self.deletion.on_failover()
         view = ctx.view()
+        if ctx.deletion.topics_to_be_deleted:
+            # fetchTopicDeletionsInProgress: a queued topic with a replica on a dead broker or a
+            # partition being reassigned is ineligible before tryTopicDeletion first runs.
+            queued = {
+                n for n, t in ctx.topics.items() if t.index in ctx.deletion.topics_to_be_deleted
+            }
+            live = view.live.ids
+            if small is not None:
+                stuck = {
+                    r[s.TOPIC]
+                    for r in small.partitions
+                    if r[s.TOPIC] in queued
+                    and (any(b not in live for b in r[s.REPLICAS])
+                         or r[s.ADDING_REPLICAS] or r[s.REMOVING_REPLICAS])
+                }  # fmt: skip
+            else:
+                assert snapshot is not None
+                stuck = _topics_ineligible_for_deletion(snapshot.partitions, queued, live)
+            ctx.deletion.mark_topic_ineligible_for_deletion(ctx.topic_indices(stuck))
         # What ZooKeeper holds now: the failover's own writes are diffed against it.
         if small is not None:
             ctx.load_rows(self._loaded_rows(small.partitions, view.live.ids))
@@ -353,3 +372,19 @@ class KafkaController:
         self.deletion.resume("failover")  # tryTopicDeletion
         self.elections.resume_preferred_elections()
         self.elections.schedule_auto_rebalance()
+
+
+def _topics_ineligible_for_deletion(
+    partitions: DataFrame, queued: set[str], live: frozenset[int]
+) -> set[str]:
+    """The ``queued`` topics of the public ``partitions`` table with a replica off the ``live``
+    brokers or a partition being reassigned (one small aggregate, at failover only)."""
+    offline = F.exists(F.col(s.REPLICAS), lambda b: ~b.isin(*sorted(live)) if live else F.lit(True))
+    moving = (F.size(s.ADDING_REPLICAS) > 0) | (F.size(s.REMOVING_REPLICAS) > 0)
+    rows = (
+        partitions.where(F.col(s.TOPIC).isin(*sorted(queued)) & (offline | moving))
+        .select(s.TOPIC)
+        .distinct()
+        .collect()
+    )
+    return {r[s.TOPIC] for r in rows}

@@ -42,6 +42,9 @@ class Actor:
         self.cluster = cluster
         self.zk = cluster.admin
         self.rng = random.Random(seed)
+        # The AlterPartitionReassignments requests the controller refused (some partition's
+        # error, or a top-level one), one line each, as the admin client reads them back.
+        self.api_refusals: list[str] = []
 
     def apply(self, event: se.ScenarioEvent) -> None:
         ACTIONS[type(event)](self, event)
@@ -61,7 +64,18 @@ class Actor:
     def alter_reassignments(self, entries: dict[ev.TopicPartition, tuple[int, ...] | None]) -> None:
         active = self.controller()
         if active is not None:
-            active.events.put(ev.ApiPartitionReassignment(entries))
+            active.events.put(ev.ApiPartitionReassignment(entries, self._reassignment_answer))
+
+    def _reassignment_answer(self, answer: object) -> None:
+        """The controller's answer: a top-level error, or each partition's (``NONE``: done)."""
+        if isinstance(answer, str):
+            refused = [] if answer == "NONE" else [answer]
+        else:
+            refused = [
+                f"{tp.topic}-{tp.partition}: {e}" for tp, e in dict(answer).items() if e != "NONE"
+            ]  # type: ignore[call-overload]
+        if refused:
+            self.api_refusals.append(", ".join(refused))
 
     # -- brokers -------------------------------------------------------------------------------
 
@@ -80,7 +94,13 @@ class Actor:
         self.cluster.controlled_shutdown(event.broker)
 
     def zk_session_expiry(self, event: se.ZkSessionExpiry) -> None:
-        self.cluster.expire_session(event.broker)
+        # ZooKeeper expires a session on its own clock: the ephemerals vanish and the other
+        # brokers' watches fire at once (a new controller is elected, the broker's death is
+        # processed), while the broker learns of it only once it reaches the server again, then
+        # registers anew (spec §3.6). Real Kafka 2.8 does exactly this (docs/fidelity.md).
+        if self.cluster.lose_session(event.broker):
+            self.cluster.drain()
+            self.cluster.reconnect(event.broker)
 
     def isr_change(self, event: se.IsrChange) -> None:
         self.cluster.isr_change(event.topic, event.partition, list(event.isr))

@@ -107,10 +107,12 @@ def _parser() -> argparse.ArgumentParser:
         "directory); a run that completes removes its checkpoint",
     )
     from scaling.command import add_parser as add_scale
+    from verify.command import add_parser as add_verify
     from whatif.command import add_parser
 
     add_parser(sub)
     add_scale(sub)
+    add_verify(sub)
     return parser
 
 
@@ -291,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        commands = {"run": _run, "whatif": _whatif, "quickstart": _quickstart, "scale": _scale}
+        from verify.command import main as verify
+
+        commands = {
+            "run": _run, "whatif": _whatif, "quickstart": _quickstart, "scale": _scale,
+            "verify": verify,
+        }  # fmt: skip
         return commands[args.command](args)
     except KeyboardInterrupt:
         return EXIT_INTERNAL

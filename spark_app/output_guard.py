@@ -1,7 +1,8 @@
 """What ``--out`` and ``--checkpoint-dir`` may replace: only an earlier output of the same kind.
 
 Every output directory kce writes holds ``.kce-output.json`` (``OUTPUT_MARKER``) naming the
-command that wrote it (``run``, ``whatif``, ``scale``; ``checkpoint`` for a checkpoint directory).
+command that wrote it (``run``, ``whatif``, ``scale``, ``verify``; ``checkpoint`` for a checkpoint
+directory).
 A path is claimed before any work starts (before Spark), and refused with ``ForeignOutputError``
 when replacing it could lose anything kce did not write:
 
@@ -26,13 +27,14 @@ from typing import Literal
 from spark_app import __version__
 
 OUTPUT_MARKER = ".kce-output.json"
-Kind = Literal["run", "whatif", "scale", "checkpoint"]
-KINDS: tuple[Kind, ...] = ("run", "whatif", "scale", "checkpoint")
+Kind = Literal["run", "whatif", "scale", "verify", "checkpoint"]
+KINDS: tuple[Kind, ...] = ("run", "whatif", "scale", "verify", "checkpoint")
 # The command line that writes each kind, for messages.
 COMMANDS: dict[str, str] = {
     "run": "kce run",
     "whatif": "kce whatif",
     "scale": "kce scale",
+    "verify": "kce verify",
     "checkpoint": "kce run --checkpoint-every",
 }
 

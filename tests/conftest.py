@@ -4,8 +4,11 @@ Every test gets one tier marker (STYLE practice 13), so ``pytest -m unit`` runs 
 
 * ``zk``: needs a real ZooKeeper server (marked by hand where the real server is a parameter);
 * ``cluster``: submits jobs to a Spark standalone cluster on loopback (marked by hand);
+* ``kafka``: runs real Apache Kafka brokers (``.ci/setup --kafka``) next to the emulator, as
+  ``kce verify`` does (marked by hand);
 * ``scenario``: in a module that runs the emulated cluster (it imports ``controller.emulation.cluster``,
-  ``spark_app.runner`` or ``whatif.execute_cluster``, directly or through a ``tests`` helper, or
+  ``spark_app.runner``, ``whatif.execute_cluster`` or ``verify.emulator_side``, directly or
+  through a ``tests`` helper, or
   runs ``kce run``);
 * ``spark``: uses the ``spark`` fixture, directly or through other fixtures;
 * ``unit``: everything else.
@@ -32,8 +35,11 @@ from pyspark.sql import SparkSession
 
 from spark_app.session import get_spark
 
-TIERS = ("unit", "spark", "scenario", "zk", "cluster")
-_EMULATION = ("controller.emulation.cluster", "spark_app.runner", "whatif.execute_cluster")
+TIERS = ("unit", "spark", "scenario", "zk", "cluster", "kafka")
+_EMULATION = (
+    "controller.emulation.cluster", "spark_app.runner", "whatif.execute_cluster",
+    "verify.emulator_side",
+)  # fmt: skip
 _TESTS = Path(__file__).resolve().parent
 
 

@@ -31,8 +31,11 @@ def _assignment(draw: st.DrawFn, brokers: list[int], partitions: range, rf: int)
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, max_events: int = 8) -> dict[str, Any]:
-    """A scenario as YAML data (see the module docstring)."""
+def scenarios(
+    draw: st.DrawFn, max_events: int = 8, exclude: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """A scenario as YAML data (see the module docstring); no event of the types ``exclude``
+    names."""
     n = draw(st.integers(3, 5))
     brokers = list(range(1, n + 1))
     racks = "abc"
@@ -65,7 +68,7 @@ def scenarios(draw: st.DrawFn, max_events: int = 8) -> dict[str, Any]:
         kinds += ["add_partitions", "delete_topic", "cancel"] + (
             ["broker_startup"] * 2 if down else []
         )
-        kind = draw(st.sampled_from(kinds))
+        kind = draw(st.sampled_from([k for k in kinds if k not in exclude]))
         names = sorted(live_topics)
         if kind in (
             "broker_failure",

@@ -49,8 +49,10 @@ def test_scenario_runs_and_writes_outputs(spark: SparkSession, tmp_path: Path) -
     final = json.loads((tmp_path / "final_state.json").read_text())
     (t0,) = final["partitions"]
     # B.2 then B.3: 3 leads after 2 fails; 2 returns but is not in the ISR, so the preferred
-    # election finds the preferred replica out of sync and leaves 3 leading.
-    assert (t0["leader"], t0["isr"]) == (3, [3, 1])
+    # election finds the preferred replica out of sync and leaves 3 leading. Broker 1's session
+    # expires at 4s: the new controller's failover finds it dead and takes it out of the ISR
+    # (spec §3.6; real Kafka 2.8.2 does so, docs/fidelity.md), and it never catches up here.
+    assert (t0["leader"], t0["isr"]) == (3, [3])
     assert summary["requests"]["LeaderAndIsr"] > 0 and summary["zk_writes"] > 0
     assert summary["rate_and_time"]["LeaderElectionRateAndTimeMs"]["count"] >= 1
     assert final["controller"]["epoch"] == 2  # the session expiry moved the controller
@@ -73,8 +75,10 @@ def test_returning_follower_catches_up_and_regains_preferred_leadership(
 ) -> None:
     run(spark, scenario_from_data(SCENARIO), tmp_path)  # catch_up_ms: 0
     (t0,) = json.loads((tmp_path / "final_state.json").read_text())["partitions"]
-    # 2 rejoins the ISR through AlterIsr (appended), then the preferred election moves it back.
-    assert (t0["leader"], t0["isr"]) == (2, [3, 1, 2])
+    # 2 rejoins the ISR through AlterIsr (appended), then the preferred election moves it back;
+    # 1's session expires at 4s: the new controller takes it out of the ISR, and it rejoins
+    # (appended) once caught up, as on real Kafka 2.8.2 (docs/fidelity.md).
+    assert (t0["leader"], t0["isr"]) == (2, [3, 2, 1])
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["type"] == "AlterIsrReceived" and e["counters"].get("isr_updated") for e in events)
     log = (tmp_path / "state-change.log").read_text()

@@ -14,7 +14,12 @@ from spark_app.scenario.events import (
 )
 from spark_app.scenario.kafka_config import KafkaConfig, TopicConfig
 from spark_app.scenario.kafka_values import DEFAULT_KAFKA_VERSION, SUPPORTED_KAFKA_VERSIONS
-from spark_app.scenario.loading import load_scenario, parse_scenario, scenario_from_data
+from spark_app.scenario.loading import (
+    load_scenario,
+    load_scenario_or_report,
+    parse_scenario,
+    scenario_from_data,
+)
 from spark_app.scenario.model import Scenario
 
 __all__ = [
@@ -33,6 +38,7 @@ __all__ = [
     "format_duration",
     "format_problems",
     "load_scenario",
+    "load_scenario_or_report",
     "parse_duration",
     "parse_scenario",
     "scenario_from_data",

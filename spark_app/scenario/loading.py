@@ -6,6 +6,7 @@ mapping before validation.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ import yaml
 from pydantic import ValidationError
 
 from spark_app.limits import MAX_FIELD_CHARS, MAX_YAML_BYTES, MAX_YAML_DEPTH
-from spark_app.scenario.errors import ScenarioError, problems_from_validation_error
+from spark_app.messages import bounded
+from spark_app.scenario.errors import ScenarioError, format_problems, problems_from_validation_error
 from spark_app.scenario.model import Scenario
 from spark_app.scenario.overrides import apply_overrides, name_overrides, parse_overrides
 
@@ -135,3 +137,15 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, parse and validate a scenario file with ``--set`` ``overrides`` (``KEY=VALUE``);
     ``ScenarioError`` lists every problem."""
     return scenario_from_data(read_yaml_file(path), str(path), overrides)
+
+
+def load_scenario_or_report(path: str, overrides: Sequence[str] = ()) -> Scenario | None:
+    """``load_scenario`` for a command: None once the problem is on stderr as ``kce: ...``
+    (the problems with their YAML paths, or the file's OS error, bounded)."""
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as err:
+        print(f"kce: {bounded(format_problems(err.problems, err.source))}", file=sys.stderr)
+    except OSError as err:
+        print(f"kce: {bounded(f'{path}: {err}')}", file=sys.stderr)
+    return None

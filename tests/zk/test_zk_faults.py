@@ -194,14 +194,24 @@ def test_controller_session_expiry_mid_reassignment_and_deletion_next_controller
     assert final["controller"] == {"id": 1, "epoch": 2, "epoch_zk_version": 2}
     winners = [e["controller"] for e in result["events"] if e["type"] == "Reelect" and e["commits"]]
     assert winners == [1]
-    assert without_epochs(final) == without_epochs(baseline["final"])
+    # Broker 2's expiry took it out of the ISRs until it caught up (appended; spec §3.6, as real
+    # Kafka 2.8.2 does, docs/fidelity.md): the same members, maybe in another order.
+    assert with_isr_sets(without_epochs(final)) == with_isr_sets(without_epochs(baseline["final"]))
     epochs = {
         p["partition"]: (p["leader_epoch"], p["controller_epoch"]) for p in final["partitions"]
     }
     before = {p["partition"]: p["leader_epoch"] for p in baseline["final"]["partitions"]}
-    # The failover restarts orders-1's reassignment once, from /admin/reassign_partitions (§10.6):
-    # one more leader epoch (phase A's bump); the other partitions were settled by then.
-    assert epochs == {0: (before[0], 1), 1: (before[1] + 1, 2), 2: (before[2], 1)}
+    # Broker 2's expiry is its death to the new controller: orders-0 (led by 2) loses its
+    # leader in the failover's ISR removal, gets 3 elected, and 2 back from the preferred
+    # election at 4 s (three more epochs); orders-1 (led by 2, moving) two more; orders-2 (no
+    # replica on 2) none. Real Kafka 2.8.2 writes the same epochs (kce verify, docs/fidelity.md).
+    assert epochs == {0: (before[0] + 3, 2), 1: (before[1] + 2, 2), 2: (before[2], 1)}
+
+
+def with_isr_sets(final: dict[str, Any]) -> dict[str, Any]:
+    """The ISRs as sets: a broker back in the ISR is appended to it."""
+    partitions = [{**p, "isr": sorted(p["isr"])} for p in final["partitions"]]
+    return {**final, "partitions": partitions}
 
 
 # -- controllers on a cluster built directly (no scenario) -----------------------------------------

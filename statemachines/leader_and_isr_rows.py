@@ -78,15 +78,16 @@ def receive(
 
 
 def _unchanged(d: Row, o: Row | None) -> bool:
-    """Whether ``o`` holds ``d``'s decision as it is: same replicas (each broker once, so each
-    position keeps its own log), ISR, leader, epochs and version, and a known leader epoch."""
+    """Whether ``o`` holds ``d``'s decision as it is: same replicas (each broker, and at most one
+    empty slot, once: each position keeps its own log), ISR, leader, epochs and version, and a
+    known leader epoch."""
     if o is None or o[s.LEADER_EPOCH] is None:
         return False
     w = width(d)
     if width(o) != w:
         return False
     replicas = [d[s.replica_col(k)] for k in range(w)]
-    if len(set(replicas)) != w or s.EMPTY_SLOT in replicas:
+    if len(set(replicas)) != w:
         return False
     names = (*(s.replica_col(k) for k in range(w)), *(s.isr_col(k) for k in range(w)), *_DECIDED)
     return all(d[name] == o[name] for name in names)

@@ -62,18 +62,46 @@ def receive(
     use_epochs: bool,
     now_ms: int,
     running: frozenset[int] | None = None,
+    settled: bool = False,
 ) -> list[Row]:
     """The table after the brokers receive ``decided``: ``decided`` drives (partitions the
     controller no longer has are gone; new ones start empty). ``restarted``: brokers that came
-    back since the last call (their replicas truncate)."""
+    back since the last call (their replicas truncate). ``settled``: the brokers are running as
+    at the last call, none restarted; a row whose decision is unchanged is then kept as it is,
+    which is what ``_received`` makes of it (so a LeaderAndIsr for few partitions costs few)."""
     old: dict[tuple[int, int], list[Row]] = {}
     for row in rows:
         old.setdefault((row[s.TOPIC_INDEX], row[s.PARTITION]), []).append(row)
     out = []
     for d in decided:
-        for o in old.get((d[s.TOPIC_INDEX], d[s.PARTITION]), [None]):  # a left join
+        held = old.get((d[s.TOPIC_INDEX], d[s.PARTITION]), [None])  # a left join
+        if settled and not restarted and len(held) == 1 and _unchanged(d, held[0]):
+            out.append(held[0])
+            continue
+        for o in held:
             out.append(_received(d, o, restarted, use_epochs, now_ms, running))
     return maybe_increment_hw(out)
+
+
+def _unchanged(d: Row, o: Row | None) -> bool:
+    """Whether ``o`` holds ``d``'s decision as it is: same replicas (each broker, and at most one
+    empty slot, once: each position keeps its own log), ISR, leader, epochs and version, a known
+    leader epoch, and every epoch sent already known to its broker."""
+    if o is None or o[s.LEADER_EPOCH] is None:
+        return False
+    w = width(d)
+    if width(o) != w:
+        return False
+    replicas = [d[s.replica_col(k)] for k in range(w)]
+    if len(set(replicas)) != w:
+        return False
+    names = (*(s.replica_col(k) for k in range(w)), *(s.isr_col(k) for k in range(w)), *_DECIDED)
+    # Each broker already holds the epoch the controller sends it now (KIP-320's fencing).
+    sent = (d[sent_epoch_col(k)] for k in range(w))
+    known = (o[r.known_epoch_col(k)] for k in range(w))
+    return all(d[name] == o[name] for name in names) and all(
+        e is None or e == k for e, k in zip(sent, known, strict=True)
+    )
 
 
 def _received(

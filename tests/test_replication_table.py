@@ -684,3 +684,36 @@ def test_spark_advance_of_a_caught_up_follower_over_a_long_idle_step(spark: Spar
     assert {
         k: rr.lineage(v) if k.startswith("epochs_") else v for k, v in got.asDict().items()
     } == want
+
+
+# -- the settled receive -------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=cases(), keep=st.lists(st.booleans(), min_size=40, max_size=40))
+def test_a_settled_receive_keeps_unchanged_rows_as_the_full_rule_makes_them(
+    case: Case, keep: list[bool]
+) -> None:
+    # A LeaderAndIsr the brokers already hold changes nothing of a partition's logs (Kafka's
+    # Partition.makeLeader/makeFollower on the same epoch): the settled receive keeps such rows
+    # and must give the table the full rule gives, whatever else the controller changed.
+    c = case.c
+    held = lair.receive(case.table, case.decided, case.restarted, case.use_epochs, c.start_ms)
+    held = rr.advance(held, c, case.end_ms)
+    again = []
+    for row, kept in zip(held, keep * 2, strict=False):
+        w = rr.width(row)
+        sent = {lai.sent_epoch_col(k) for k in range(w)}
+        d = {name: row[name] for name in _decided_columns(w) if name not in sent}
+        # Kept: every broker is sent the leader's epoch, which a fenced one did not hold yet.
+        d.update({lai.sent_epoch_col(k): d[s.LEADER_EPOCH] for k in range(w)})
+        if not kept:  # a new epoch led by the next replica (or the same if it is alone)
+            replicas = [row[s.replica_col(k)] for k in range(w)]
+            live = [b for b in replicas if b != s.EMPTY_SLOT] or [s.NO_LEADER]
+            at = live.index(d[s.LEADER]) + 1 if d[s.LEADER] in live else 0
+            d.update({s.LEADER: live[at % len(live)], s.LEADER_EPOCH: d[s.LEADER_EPOCH] + 1})
+            d.update({lai.sent_epoch_col(k): d[s.LEADER_EPOCH] for k in range(w)})
+        again.append(d)
+    running = frozenset(BROKERS) - case.power_lost
+    args = (frozenset(), case.use_epochs, case.end_ms, running)
+    assert lair.receive(held, again, *args, settled=True) == lair.receive(held, again, *args)

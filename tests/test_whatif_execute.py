@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 
 from spark_app.cli import main
 from tests.chromium import chromium, needs_chromium
+from whatif.execute import _emulated
 from whatif.execute_cluster import bytes_per_record, records_of
 from whatif.execute_waves import Caps, Move, WavePlanner
 
@@ -243,3 +244,32 @@ def test_the_report_shows_the_moves_over_time(serial: Path, tmp_path: Path) -> N
     for heading in ("Summary", "Moves over virtual time", "Waves"):
         assert f"<h2>{heading}</h2>" in dom
     assert "makespan_seconds" in dom
+
+
+# -- what is emulated ----------------------------------------------------------------------------
+
+
+def test_only_moved_partitions_and_those_with_a_down_replica_are_emulated() -> None:
+    # An in-sync partition with no produce load changes nothing (§ replication: no demand on a
+    # broker's fetch throughput, never out of the ISR); one with a replica on a down broker is
+    # under-replicated (Kafka's UnderReplicatedPartitions counts it), so it stays.
+    assignments = {"a": [[1, 2], [1, 2], [2, 9], [1, 2], [2, 1]], "b": [[1, 2]]}
+    moves = [Move("a", 1, (1, 2), (1, 3), 1), Move("a", 4, (2, 1), (1, 2), 1)]
+    assert _emulated(assignments, moves, [1, 2, 3]) == {
+        ("a", 1): ("a", 0), ("a", 2): ("a", 1), ("a", 4): ("a", 2),
+    }  # fmt: skip
+
+
+def test_a_plan_moving_some_partitions_reports_them_under_their_own_ids(tmp_path: Path) -> None:
+    # a-0 stays on brokers 1, 2 and is left out; a-1 and a-2 share broker 2, so one at a time.
+    plan = tmp_path / "plan.json"
+    entries = [{"topic": "a", "partition": p, "replicas": [1, 3 + p]} for p in (1, 2)]
+    plan.write_text(json.dumps({"version": 1, "partitions": entries}))
+    out = tmp_path / "out"
+    rc = main(["whatif", "execute", str(plan), *SOURCE, "--max-moves-per-broker", "1",
+               "--throttle", "100000000", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    moves = {x["partition"]: x for x in pq.read_table(out / "moves.parquet").to_pylist()}
+    assert sorted(moves) == [1, 2] and (moves[1]["wave"], moves[2]["wave"]) == (1, 2)
+    assert _after(moves[1]["finished_s"], _copy_s(SIZES[1]))
+    assert _after(moves[2]["finished_s"], _copy_s(SIZES[1]) + _copy_s(SIZES[2]), waves=2)

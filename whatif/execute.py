@@ -9,8 +9,11 @@ then completes the reassignment (phase B of KIP-455, the removed replicas are de
 
 The executor (``execute_waves``) submits the moves that fit under the caps as one
 AlterPartitionReassignments request, a wave, and submits the next wave each time moves complete,
-until every move has completed. Virtual time counts from the first submission. Partitions of
-topics the plan does not name take no part: with no produce load nothing of theirs changes.
+until every move has completed. Virtual time counts from the first submission. Partitions the
+plan does not move take no part (``_emulated``), unless a replica of theirs is on a broker that is
+down: in sync and with no produce load, nothing of theirs changes and they take no share of a
+broker's fetch throughput. The emulated topics hold the moved partitions renumbered 0..n-1 in
+order, and the replay's results are named back.
 
 With a throttle, each wave is submitted as ``kafka-reassign-partitions --execute --additional
 --throttle`` submits it (``execute_throttles``): the brokers' replication throttles then cap the
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -64,14 +68,22 @@ def answer(spark: SparkSession, cluster: WhatIfCluster, options: ExecuteOptions)
         raise error
     sizes, defaulted = _sizes(spark, cluster, list(current))
     moves = _moves(plan, current, sizes)
+    numbering = _emulated(assignments, moves, cluster.brokers)
+    emulated = [replace(m, partition=numbering[m.key][1]) for m in moves]
     scenario = execution_scenario(
-        {t: assignments[t] for t in sorted({m.topic for m in moves})},
+        _renumbered(assignments, numbering),
         cluster.brokers,
         cluster.racks,
-        {m.key: m.size_bytes for m in moves if m.adding},
+        {m.key: m.size_bytes for m in emulated if m.adding},
         options.fetch_mb_per_s,
     )
-    result = _replay(spark, scenario, moves, caps, options.throttle) if moves else _Replay.empty()
+    result = (
+        _replay(spark, scenario, emulated, caps, options.throttle).renamed(
+            {(t, i): key for key, (t, i) in numbering.items()}
+        )
+        if moves
+        else _Replay.empty()
+    )
     return _answer(
         spark, options, plan, moves, result, problems, defaulted, options.fetch_mb_per_s, caps
     )
@@ -139,6 +151,37 @@ def _moves(
     return out
 
 
+def _emulated(
+    assignments: Mapping[str, Sequence[Sequence[int]]], moves: Sequence[Move], live: Sequence[int]
+) -> dict[PartitionKey, PartitionKey]:
+    """The partitions emulated, each with its key in the emulated cluster (a topic's partitions
+    renumbered 0..n-1 in order): the moved ones, and those with a replica on a broker that is
+    down (under-replicated, they count in UnderReplicatedPartitions). The others, in sync with
+    no load, change nothing: no produce, no copy, no demand on a broker's fetch throughput."""
+    moved = {m.key for m in moves}
+    up = set(live)
+    out: dict[PartitionKey, PartitionKey] = {}
+    for topic in sorted({m.topic for m in moves}):
+        kept = [
+            p
+            for p, replicas in enumerate(assignments[topic])
+            if (topic, p) in moved or not set(replicas) <= up
+        ]
+        out.update({(topic, p): (topic, i) for i, p in enumerate(kept)})
+    return out
+
+
+def _renumbered(
+    assignments: Mapping[str, Sequence[Sequence[int]]],
+    numbering: Mapping[PartitionKey, PartitionKey],
+) -> dict[str, list[list[int]]]:
+    """The emulated topics' replicas by emulated partition id."""
+    out: dict[str, list[list[int]]] = {}
+    for (topic, p), _ in sorted(numbering.items(), key=lambda item: item[1]):
+        out.setdefault(topic, []).append(list(assignments[topic][p]))
+    return out
+
+
 # -- the replay ----------------------------------------------------------------------------------
 
 
@@ -164,6 +207,12 @@ class _Replay:
         point = (at_ms, in_flight, urp, len(self.finished))
         if not self.timeline or self.timeline[-1][1:] != point[1:]:
             self.timeline.append(point)
+
+    def renamed(self, keys: Mapping[PartitionKey, PartitionKey]) -> _Replay:
+        """This replay with its partitions under the names ``keys`` gives them."""
+        for field in ("wave_of", "started", "finished"):
+            setattr(self, field, {keys[k]: v for k, v in getattr(self, field).items()})
+        return self
 
     @property
     def makespan_ms(self) -> int:

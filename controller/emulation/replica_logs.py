@@ -216,6 +216,7 @@ class RowLogs:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
         self.rows: list[dict[str, Any]] | None = None
+        self.running: frozenset[int] | None = None  # the brokers running at the last receive
 
     def empty(self) -> bool:
         return self.rows is None
@@ -261,9 +262,11 @@ class RowLogs:
     ) -> None:
         assert not isinstance(source, DataFrame)
         decided = decided_rows(source, index, reachable)
+        settled = running == self.running
         self.rows = lai_rows.receive(
-            self.rows or [], decided, restarted, use_epochs, now_ms, running
+            self.rows or [], decided, restarted, use_epochs, now_ms, running, settled
         )
+        self.running = running
 
     def append(
         self,

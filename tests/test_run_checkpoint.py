@@ -174,7 +174,8 @@ def test_checkpoint_misuse_exits_2_before_the_run(
     (checkpoint / "manifest.json").write_text('{"format_version": 1, "every": 0}')
     assert main(["run", str(SCENARIO), "--resume", str(tmp_path)]) == EXIT_INVALID
     err = capsys.readouterr().err
-    assert "manifest.json: kce_version: Field required" in err and "every: Input should" in err
+    # The message names the file and its first problem; a long list is cut to the bound.
+    assert "manifest.json: kce_version: Field required" in err and len(err.splitlines()) <= 3
 
 
 def test_a_saved_zookeeper_keeps_its_tree_sessions_and_watches(tmp_path: Path) -> None:

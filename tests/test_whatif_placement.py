@@ -539,3 +539,16 @@ def test_cli_rack_aware_scale_out_plan_passes_audit(tmp_path: Path) -> None:
         "unknown broker id(s) 5", "unknown broker id(s) 6", "unknown broker id(s) 5,6",
     }  # fmt: skip
     assert all(p["field"] == "replicas" for p in audit["problems"])
+
+
+def test_rack_safety_counts_the_racks_a_replica_may_still_go_to() -> None:
+    """Decommissioning broker 2, the only broker of rack r2: ``[1, 2, 3]`` can keep only two
+    racks among brokers 1, 3 and 4, so ``[1, 4, 3]`` loses no rack it could have kept (the
+    audit's rule counts the racks of the brokers a replica may be placed on, not every rack the
+    snapshot names)."""
+    racks = {1: "r1", 2: "r2", 3: "r0", 4: "r1"}
+    doc = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 4, 3]}]}
+    plan = plan_from_json(doc, "plan")
+    assert errors(check_plan(plan, {("t", 0): [1, 2, 3]}, (1, 3, 4), racks)) == []
+    # With broker 2 still a place to go, the plan loses a rack it could keep.
+    assert errors(check_plan(plan, {("t", 0): [1, 2, 3]}, (1, 2, 3, 4), racks)) != []

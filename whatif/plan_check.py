@@ -212,7 +212,8 @@ def check_plan(
             Problem(None, None, "partitions", "the plan lists no partition — Kafka refuses it")
         )
     seen = Counter((p.topic, p.partition) for p in plan.partitions)
-    all_racks = {r for r in racks.values() if r is not None}
+    # The racks a replica may be placed in: those of the brokers it may go to.
+    all_racks = {racks.get(b) for b in known} - {None}
     doomed = frozenset(deleting)
     for entry in plan.partitions:
         problems.extend(_check_entry(entry, seen, current, known, racks, len(all_racks)))
